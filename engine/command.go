@@ -1,0 +1,257 @@
+package engine
+
+import (
+	"context"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.uber.org/zap"
+
+	"github.com/mayflydb/mayfly/internal/bsonx"
+	"github.com/mayflydb/mayfly/internal/mongoerr"
+	"github.com/mayflydb/mayfly/wire"
+)
+
+// Request is a command as a handler sees it: decoded, with its database
+// and the connection it came from.
+type Request struct {
+	Ctx  context.Context
+	Conn *wire.ConnInfo
+	// DB is the command's database ($db).
+	DB string
+	// Name is the command name as the client sent it; Cmd the whole command.
+	Name string
+	Cmd  bson.D
+	// Raw is the command as received.
+	Raw bson.Raw
+	// MoreToCome: the client wants no reply (w:0).
+	MoreToCome bool
+	// Deadline is set from maxTimeMS (zero when none).
+	Deadline time.Time
+}
+
+// Arg returns the value of a command field.
+func (r *Request) Arg(key string) (any, bool) { return bsonx.Get(r.Cmd, key) }
+
+// Target returns the command's first value (the collection name for most
+// commands) as a string, or "".
+func (r *Request) Target() string {
+	if len(r.Cmd) == 0 {
+		return ""
+	}
+	s, _ := r.Cmd[0].Value.(string)
+	return s
+}
+
+// CheckDeadline returns MaxTimeMSExpired once maxTimeMS has passed.
+func (r *Request) CheckDeadline() error {
+	if !r.Deadline.IsZero() && time.Now().After(r.Deadline) {
+		return mongoerr.New(mongoerr.MaxTimeMSExpired, "operation exceeded time limit")
+	}
+	if r.Ctx != nil && r.Ctx.Err() != nil {
+		return mongoerr.New(mongoerr.Interrupted, "operation was interrupted")
+	}
+	return nil
+}
+
+// CommandFunc runs a command and returns the reply body (without ok, which
+// the dispatcher appends) or an error.
+type CommandFunc func(e *Engine, r *Request) (bson.D, error)
+
+// Command is one entry of the command table.
+type Command struct {
+	Name      string   // canonical name, as listCommands shows it
+	Aliases   []string // other spellings (isMaster, ismaster, buildinfo, …)
+	Help      string
+	AdminOnly bool // must run on the admin database
+	// Write marks commands listCommands reports as writes (adminOnly and
+	// requiresAuth are always false here: there is no auth yet).
+	Write bool
+	Run   CommandFunc
+}
+
+var commands = map[string]*Command{}
+var canonical []*Command
+
+// Register adds commands to the table. It is called from init functions of
+// the files that implement them.
+func Register(cmds ...*Command) {
+	for _, c := range cmds {
+		if _, dup := commands[c.Name]; dup {
+			panic("engine: command registered twice: " + c.Name)
+		}
+		commands[c.Name] = c
+		for _, a := range c.Aliases {
+			commands[a] = c
+		}
+		canonical = append(canonical, c)
+	}
+	sort.Slice(canonical, func(i, j int) bool { return canonical[i].Name < canonical[j].Name })
+}
+
+// Commands returns the command table in name order.
+func Commands() []*Command { return canonical }
+
+// LookupCommand finds a command by any of its spellings.
+func LookupCommand(name string) *Command { return commands[name] }
+
+// envelope lists the generic fields every driver may send with a command;
+// handlers ignore them unless they give them meaning.
+var envelope = map[string]bool{
+	"$db": true, "lsid": true, "$readPreference": true, "apiVersion": true, "apiStrict": true,
+	"apiDeprecationErrors": true, "readConcern": true, "writeConcern": true, "maxTimeMS": true,
+	"comment": true, "$clusterTime": true, "txnNumber": false, "$audit": true, "$client": true,
+	"mayBypassWriteBlocking": true,
+}
+
+// IsEnvelopeField reports whether a command field is one of the generic
+// fields drivers attach to every command.
+func IsEnvelopeField(name string) bool { return envelope[name] }
+
+var opCounter = map[string]*atomic.Int64{}
+
+// Handle implements wire.Handler: decode, dispatch, recover, encode.
+func (e *Engine) Handle(ctx context.Context, wr *wire.Request) (reply bson.Raw) {
+	start := time.Now()
+	var name string
+	defer func() {
+		if p := recover(); p != nil {
+			e.log.Error("panic in command", zap.String("command", name), zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
+			reply = mustMarshal(mongoerr.New(mongoerr.InternalError, "internal error in %s: %v", name, p).Reply())
+		}
+	}()
+	cmd, err := bsonx.Decode(wr.Command)
+	if err != nil {
+		return mustMarshal(mongoerr.New(mongoerr.InvalidBSON, "invalid command document: %v", err).Reply())
+	}
+	if len(cmd) == 0 {
+		return mustMarshal(mongoerr.New(mongoerr.FailedToParse, "empty command document").Reply())
+	}
+	name = cmd[0].Key
+	r := &Request{Ctx: ctx, Conn: wr.Conn, Name: name, Cmd: cmd, Raw: wr.Command, MoreToCome: wr.MoreToCome}
+	body, err := e.dispatch(r)
+	if err != nil {
+		me := mongoerr.From(err)
+		if me.Code == mongoerr.InternalError {
+			e.log.Error("command failed", zap.String("command", name), zap.Error(err))
+		} else {
+			e.log.Debug("command error", zap.String("command", name), zap.Int32("code", me.Code), zap.String("errmsg", me.Msg))
+		}
+		return mustMarshal(me.Reply())
+	}
+	if e.slowMS > 0 && time.Since(start) > e.slowMS {
+		e.log.Info("slow command", zap.String("command", name), zap.String("db", r.DB), zap.Duration("took", time.Since(start)))
+	}
+	return mustMarshal(append(body, bson.E{Key: "ok", Value: 1.0}))
+}
+
+func (e *Engine) dispatch(r *Request) (bson.D, error) {
+	c := commands[r.Name]
+	if c == nil {
+		return nil, mongoerr.New(mongoerr.CommandNotFound, "no such command: '%s'", r.Name)
+	}
+	db, _ := bsonx.Get(r.Cmd, "$db")
+	dbs, ok := db.(string)
+	if !ok || dbs == "" {
+		return nil, mongoerr.New(mongoerr.FailedToParse, "OP_MSG requests require a $db argument")
+	}
+	r.DB = dbs
+	if c.AdminOnly && dbs != "admin" {
+		return nil, mongoerr.New(mongoerr.Unauthorized, "%s may only be run against the admin database.", c.Name)
+	}
+	if v, ok := bsonx.Get(r.Cmd, "maxTimeMS"); ok {
+		ms, isInt := bsonx.ToInt64(v)
+		if !isInt || ms < 0 {
+			return nil, mongoerr.New(mongoerr.BadValue, "%v is not a valid value for maxTimeMS: must be a non-negative integer", v)
+		}
+		if ms > 0 {
+			r.Deadline = time.Now().Add(time.Duration(ms) * time.Millisecond)
+		}
+	}
+	if err := checkWriteConcern(r); err != nil {
+		return nil, err
+	}
+	e.countOp(c.Name)
+	return c.Run(e, r)
+}
+
+// checkWriteConcern accepts what a standalone can honour (w: 0, 1,
+// "majority", j, wtimeout) and refuses the rest as mongod does.
+func checkWriteConcern(r *Request) error {
+	v, ok := r.Arg("writeConcern")
+	if !ok || v == nil {
+		return nil
+	}
+	wc, isDoc := v.(bson.D)
+	if !isDoc {
+		return mongoerr.New(mongoerr.FailedToParse, "writeConcern must be an object")
+	}
+	for _, f := range wc {
+		switch f.Key {
+		case "w":
+			switch w := f.Value.(type) {
+			case string:
+				if w != "majority" {
+					return mongoerr.New(mongoerr.UnknownReplWriteConcern, "No write concern mode named '%s' found in replica set configuration", w)
+				}
+			default:
+				n, isInt := bsonx.ToInt64(w)
+				if !isInt || n < 0 {
+					return mongoerr.New(mongoerr.FailedToParse, "w has to be a number or string; found: %v", w)
+				}
+				if n > 1 {
+					return mongoerr.New(mongoerr.BadValue, "cannot use 'w' > 1 on a standalone instance (w: %d)", n)
+				}
+			}
+		case "j", "fsync", "wtimeout", "wtimeoutMS", "provenance":
+		default:
+			return mongoerr.New(mongoerr.FailedToParse, "unrecognized write concern field: %s", f.Key)
+		}
+	}
+	return nil
+}
+
+// SyncRequested reports whether the command's write concern asks for a
+// journaled (synced) commit.
+func (r *Request) SyncRequested() bool {
+	v, ok := r.Arg("writeConcern")
+	if !ok {
+		return false
+	}
+	wc, _ := v.(bson.D)
+	for _, f := range wc {
+		if (f.Key == "j" || f.Key == "fsync") && f.Value == true {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *Engine) countOp(name string) {
+	switch strings.ToLower(name) {
+	case "insert":
+		e.ops.insert.Add(1)
+	case "find", "aggregate", "count", "distinct":
+		e.ops.query.Add(1)
+	case "update", "findandmodify":
+		e.ops.update.Add(1)
+	case "delete":
+		e.ops.delete.Add(1)
+	case "getmore":
+		e.ops.getmore.Add(1)
+	default:
+		e.ops.command.Add(1)
+	}
+}
+
+func mustMarshal(d bson.D) bson.Raw {
+	b, err := bson.Marshal(d)
+	if err != nil {
+		b, _ = bson.Marshal(mongoerr.New(mongoerr.InternalError, "cannot encode reply: %v", err).Reply())
+	}
+	return b
+}
