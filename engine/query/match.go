@@ -1,0 +1,1110 @@
+package query
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"sort"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mayflydb/mayfly/engine/expr"
+	"github.com/mayflydb/mayfly/internal/bsonx"
+	"github.com/mayflydb/mayfly/internal/mongoerr"
+)
+
+// Matcher is a compiled query filter. It is immutable and safe for
+// concurrent use.
+type Matcher struct {
+	root    node
+	hasExpr bool
+	filter  bson.D
+}
+
+// maxDepth bounds filter nesting as mongod does, so a hostile filter cannot
+// exhaust the stack.
+const maxDepth = 100
+
+// Compile parses a query filter (the MongoDB query language as of 7.0). All
+// validation happens here so Matches can neither fail nor allocate; errors
+// are *mongoerr.Error with mongod's codes.
+func Compile(filter bson.D) (*Matcher, error) {
+	p := &parser{}
+	root, err := p.parseFilter(filter, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &Matcher{root: root, hasExpr: p.hasExpr, filter: filter}, nil
+}
+
+// Filter returns the filter the matcher was compiled from.
+func (m *Matcher) Filter() bson.D { return m.filter }
+
+// Matches reports whether doc satisfies the filter. A runtime error in an
+// $expr (which only MatchesErr reports) counts as no match.
+func (m *Matcher) Matches(doc bson.D) bool {
+	ok, _, err := m.root.match(doc)
+	return ok && err == nil
+}
+
+// MatchesPos also returns the array index the positional `$` operator
+// refers to: the position, in the outermost array along the path, of the
+// element that satisfied the (last such) predicate, or -1.
+func (m *Matcher) MatchesPos(doc bson.D) (bool, int) {
+	ok, pos, err := m.root.match(doc)
+	if !ok || err != nil {
+		return false, -1
+	}
+	return true, pos
+}
+
+// MatchesErr is Matches that also reports $expr evaluation errors (mongod
+// fails the whole operation on those, e.g. $divide by zero).
+func (m *Matcher) MatchesErr(doc bson.D) (bool, error) {
+	ok, _, err := m.root.match(doc)
+	if err != nil {
+		return false, err
+	}
+	return ok, nil
+}
+
+// HasExpr reports whether the filter contains $expr (whose evaluation can
+// fail at run time).
+func (m *Matcher) HasExpr() bool { return m.hasExpr }
+
+// node is a compiled match expression.
+type node interface {
+	// match evaluates the node against a whole document, returning the
+	// positional index it recorded (-1 for none).
+	match(doc bson.D) (bool, int, error)
+	// matchElem evaluates the node against one value with no path traversal
+	// and no array expansion (mongod's matchesSingleElement), as the
+	// children of a value $elemMatch are applied to each array element.
+	matchElem(v any) bool
+}
+
+// pred tests one value; pathNode supplies the traversal.
+type pred interface {
+	test(v any) bool
+}
+
+// posPred is a pred that knows which array element satisfied it ($elemMatch).
+type posPred interface {
+	testPos(v any) (bool, int)
+}
+
+// ---- logical nodes ----
+
+type constNode bool
+
+func (c constNode) match(bson.D) (bool, int, error) { return bool(c), -1, nil }
+func (c constNode) matchElem(any) bool              { return bool(c) }
+
+type andNode []node
+
+func (a andNode) match(doc bson.D) (bool, int, error) {
+	pos := -1
+	for _, n := range a {
+		ok, p, err := n.match(doc)
+		if err != nil || !ok {
+			return false, -1, err
+		}
+		if p >= 0 {
+			pos = p
+		}
+	}
+	return true, pos, nil
+}
+
+func (a andNode) matchElem(v any) bool {
+	for _, n := range a {
+		if !n.matchElem(v) {
+			return false
+		}
+	}
+	return true
+}
+
+type orNode []node
+
+func (o orNode) match(doc bson.D) (bool, int, error) {
+	for _, n := range o {
+		ok, p, err := n.match(doc)
+		if err != nil {
+			return false, -1, err
+		}
+		if ok {
+			return true, p, nil
+		}
+	}
+	return false, -1, nil
+}
+
+func (o orNode) matchElem(v any) bool {
+	for _, n := range o {
+		if n.matchElem(v) {
+			return true
+		}
+	}
+	return false
+}
+
+type norNode []node
+
+func (o norNode) match(doc bson.D) (bool, int, error) {
+	for _, n := range o {
+		ok, _, err := n.match(doc)
+		if err != nil {
+			return false, -1, err
+		}
+		if ok {
+			return false, -1, nil
+		}
+	}
+	return true, -1, nil
+}
+
+func (o norNode) matchElem(v any) bool {
+	for _, n := range o {
+		if n.matchElem(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// notNode negates a whole path predicate: {a: {$ne: 5}} is "no value
+// reachable at a equals 5", not "some value differs from 5".
+type notNode struct{ n node }
+
+func (n notNode) match(doc bson.D) (bool, int, error) {
+	ok, _, err := n.n.match(doc)
+	if err != nil {
+		return false, -1, err
+	}
+	return !ok, -1, nil
+}
+
+func (n notNode) matchElem(v any) bool { return !n.n.matchElem(v) }
+
+type exprNode struct{ e expr.Expr }
+
+func (n exprNode) match(doc bson.D) (bool, int, error) {
+	v, err := n.e.Eval(&expr.Env{Root: doc})
+	if err != nil {
+		return false, -1, err
+	}
+	return expr.Truthy(v), -1, nil
+}
+
+func (n exprNode) matchElem(any) bool { return false }
+
+// ---- path traversal ----
+
+// pathNode applies a predicate to every value a dotted path reaches,
+// following mongod's rules:
+//   - documents are descended into by field name;
+//   - an array met before the end of the path is traversed: each element
+//     that is a document is descended into with the same path component, and
+//     a numeric component also selects the element at that position;
+//     elements that are themselves arrays or scalars are skipped;
+//   - a scalar met before the end of the path, or an absent field, yields
+//     "missing" (so {"a.b": null} matches {a: 5});
+//   - an array at the end of the path is tested element by element and then
+//     as a whole (so {a: 1} and {a: [1]} both match {a: [1]} and nested
+//     arrays compare whole), unless the predicate works on arrays itself
+//     ($size, $elemMatch).
+type pathNode struct {
+	path     fieldPath
+	pred     pred
+	noExpand bool
+	posPred  posPred
+}
+
+func (n *pathNode) match(doc bson.D) (bool, int, error) {
+	ok, pos := n.walkDoc(doc, 0)
+	return ok, pos, nil
+}
+
+func (n *pathNode) matchElem(v any) bool { return n.pred.test(v) }
+
+func (n *pathNode) walkDoc(d bson.D, i int) (bool, int) {
+	v, ok := lookup(d, n.path.parts[i])
+	if !ok {
+		return n.pred.test(bsonx.Missing), -1
+	}
+	return n.walk(v, i+1)
+}
+
+func (n *pathNode) walk(v any, i int) (bool, int) {
+	if i == len(n.path.parts) {
+		return n.leaf(v)
+	}
+	switch x := v.(type) {
+	case bson.D:
+		return n.walkDoc(x, i)
+	case bson.A:
+		k := n.path.idx[i]
+		for j, e := range x {
+			if d, ok := e.(bson.D); ok {
+				if m, _ := n.walkDoc(d, i); m {
+					return true, j
+				}
+			}
+			if j == k {
+				if m, _ := n.walk(e, i+1); m {
+					return true, j
+				}
+			}
+		}
+		return false, -1
+	}
+	return n.pred.test(bsonx.Missing), -1
+}
+
+func (n *pathNode) leaf(v any) (bool, int) {
+	if n.noExpand {
+		if n.posPred != nil {
+			return n.posPred.testPos(v)
+		}
+		return n.pred.test(v), -1
+	}
+	if a, ok := v.(bson.A); ok {
+		for j, e := range a {
+			if n.pred.test(e) {
+				return true, j
+			}
+		}
+	}
+	return n.pred.test(v), -1
+}
+
+// ---- predicates ----
+
+// isNullish reports the values {$eq: null} matches in MongoDB 7.0: null,
+// undefined and a missing field.
+func isNullish(v any) bool {
+	switch v.(type) {
+	case nil, bson.Null, bson.Undefined:
+		return true
+	}
+	return bsonx.IsMissing(v)
+}
+
+type eqPred struct {
+	val  any
+	null bool
+}
+
+func (p *eqPred) test(v any) bool {
+	if p.null {
+		return isNullish(v)
+	}
+	if bsonx.IsMissing(v) {
+		return false
+	}
+	return bsonx.Compare(v, p.val) == 0
+}
+
+const (
+	opLT = iota
+	opLTE
+	opGT
+	opGTE
+)
+
+// cmpPred is $lt/$lte/$gt/$gte. Comparisons are bracketed by canonical type
+// ({$gt: 5} never matches a string), except that MinKey and MaxKey bounds
+// compare against everything and null/undefined/missing are one bracket.
+// NaN equals only NaN and is neither less nor greater than any number.
+type cmpPred struct {
+	op       int
+	val      any
+	rank     int
+	null     bool
+	extreme  bool
+	nan      bool
+	isNumber bool
+}
+
+func newCmpPred(op int, val any) *cmpPred {
+	p := &cmpPred{op: op, val: val, rank: bsonx.Rank(val), null: isNullish(val)}
+	switch val.(type) {
+	case bson.MinKey, bson.MaxKey:
+		p.extreme = true
+	}
+	p.isNumber = p.rank == bsonx.RankNumber
+	p.nan = bsonx.IsNaN(val)
+	return p
+}
+
+func (p *cmpPred) test(v any) bool {
+	if p.null {
+		if isNullish(v) {
+			return p.op == opLTE || p.op == opGTE
+		}
+		return false
+	}
+	if bsonx.Rank(v) != p.rank {
+		if p.extreme {
+			return p.result(bsonx.Compare(v, p.val))
+		}
+		return false
+	}
+	if p.isNumber {
+		vn := bsonx.IsNaN(v)
+		if vn || p.nan {
+			return vn && p.nan && (p.op == opLTE || p.op == opGTE)
+		}
+	}
+	return p.result(bsonx.Compare(v, p.val))
+}
+
+func (p *cmpPred) result(c int) bool {
+	switch p.op {
+	case opLT:
+		return c < 0
+	case opLTE:
+		return c <= 0
+	case opGT:
+		return c > 0
+	}
+	return c >= 0
+}
+
+// inPred is $in: equality against a sorted set (binary search in BSON
+// order) plus regexes, with null standing for null/undefined/missing.
+type inPred struct {
+	vals    []any
+	regexes []*regexPred
+	hasNull bool
+}
+
+func (p *inPred) test(v any) bool {
+	if isNullish(v) {
+		return p.hasNull
+	}
+	if n := len(p.vals); n > 0 {
+		if n <= 8 {
+			for _, x := range p.vals {
+				if bsonx.Compare(v, x) == 0 {
+					return true
+				}
+			}
+		} else {
+			i := sort.Search(n, func(i int) bool { return bsonx.Compare(p.vals[i], v) >= 0 })
+			if i < n && bsonx.Compare(p.vals[i], v) == 0 {
+				return true
+			}
+		}
+	}
+	for _, r := range p.regexes {
+		if r.test(v) {
+			return true
+		}
+	}
+	return false
+}
+
+type existsPred struct{}
+
+func (existsPred) test(v any) bool { return !bsonx.IsMissing(v) }
+
+// typePred is $type: a set of BSON type numbers (indexed by the type byte,
+// so MinKey -1 is 255) plus the "number" alias.
+type typePred struct {
+	set    [256]bool
+	number bool
+}
+
+func (p *typePred) test(v any) bool {
+	if bsonx.IsMissing(v) {
+		return false
+	}
+	if p.number && bsonx.IsNumber(v) {
+		return true
+	}
+	return p.set[byte(bsonx.TypeNumber(v))]
+}
+
+type sizePred struct{ n int }
+
+func (p sizePred) test(v any) bool {
+	a, ok := v.(bson.A)
+	return ok && len(a) == p.n
+}
+
+type modPred struct{ div, rem int64 }
+
+func (p modPred) test(v any) bool {
+	var n int64
+	switch x := v.(type) {
+	case int32:
+		n = int64(x)
+	case int64:
+		n = x
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return false
+		}
+		t := math.Trunc(x)
+		if t >= 9223372036854775808.0 || t < -9223372036854775808.0 {
+			return false
+		}
+		n = int64(t)
+	case bson.Decimal128:
+		r := bsonx.ToRat(x)
+		if r == nil {
+			return false
+		}
+		q := new(big.Int).Quo(r.Num(), r.Denom()) // truncates toward zero
+		if !q.IsInt64() {
+			return false
+		}
+		n = q.Int64()
+	default:
+		return false
+	}
+	if p.div == -1 {
+		return p.rem == 0
+	}
+	return n%p.div == p.rem
+}
+
+// elemObjPred is $elemMatch with a query document: some element that is a
+// document (or an array, seen as a document keyed by position) matches it.
+type elemObjPred struct{ sub node }
+
+func (p *elemObjPred) test(v any) bool { ok, _ := p.testPos(v); return ok }
+
+func (p *elemObjPred) testPos(v any) (bool, int) {
+	a, ok := v.(bson.A)
+	if !ok {
+		return false, -1
+	}
+	for j, e := range a {
+		var d bson.D
+		switch x := e.(type) {
+		case bson.D:
+			d = x
+		case bson.A:
+			d = arrayAsDoc(x)
+		default:
+			continue
+		}
+		if ok, _, err := p.sub.match(d); ok && err == nil {
+			return true, j
+		}
+	}
+	return false, -1
+}
+
+// elemValPred is $elemMatch with operators: some element satisfies all of
+// them, each applied to the element itself.
+type elemValPred struct{ sub node }
+
+func (p *elemValPred) test(v any) bool { ok, _ := p.testPos(v); return ok }
+
+func (p *elemValPred) testPos(v any) (bool, int) {
+	a, ok := v.(bson.A)
+	if !ok {
+		return false, -1
+	}
+	for j, e := range a {
+		if p.sub.matchElem(e) {
+			return true, j
+		}
+	}
+	return false, -1
+}
+
+// ---- parsing ----
+
+type parser struct {
+	hasExpr bool
+}
+
+func badValue(format string, args ...any) error {
+	return mongoerr.New(mongoerr.BadValue, format, args...)
+}
+
+func and(nodes []node) node {
+	switch len(nodes) {
+	case 0:
+		return constNode(true)
+	case 1:
+		return nodes[0]
+	}
+	return andNode(nodes)
+}
+
+func (p *parser) parseFilter(d bson.D, depth int) (node, error) {
+	if depth > maxDepth {
+		return nil, badValue("exceeded maximum query tree depth of %d", maxDepth)
+	}
+	var nodes []node
+	for _, e := range d {
+		var (
+			n   node
+			err error
+		)
+		if strings.HasPrefix(e.Key, "$") {
+			n, err = p.parseTopLevel(e.Key, e.Value, depth)
+		} else {
+			n, err = p.parseField(newFieldPath(e.Key), e.Value, depth)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n != nil {
+			nodes = append(nodes, n)
+		}
+	}
+	return and(nodes), nil
+}
+
+func (p *parser) parseTopLevel(key string, v any, depth int) (node, error) {
+	switch key {
+	case "$and", "$or", "$nor":
+		arr, ok := v.(bson.A)
+		if !ok {
+			return nil, badValue("%s must be an array", key)
+		}
+		if len(arr) == 0 {
+			return nil, badValue("$and/$or/$nor must be a nonempty array")
+		}
+		kids := make([]node, 0, len(arr))
+		for _, e := range arr {
+			d, ok := e.(bson.D)
+			if !ok {
+				return nil, badValue("$or/$and/$nor entries need to be full objects")
+			}
+			n, err := p.parseFilter(d, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			kids = append(kids, n)
+		}
+		switch key {
+		case "$and":
+			return and(kids), nil
+		case "$or":
+			if len(kids) == 1 {
+				return kids[0], nil
+			}
+			return orNode(kids), nil
+		}
+		return norNode(kids), nil
+	case "$comment":
+		return nil, nil
+	case "$expr":
+		e, err := expr.Compile(v)
+		if err != nil {
+			return nil, err
+		}
+		p.hasExpr = true
+		return exprNode{e}, nil
+	case "$alwaysTrue", "$alwaysFalse":
+		if n, ok := bsonx.ToInt64(v); !ok || n != 1 {
+			return nil, badValue("%s must be an integer value of 1", key)
+		}
+		return constNode(key == "$alwaysTrue"), nil
+	case "$where":
+		return nil, badValue("$where is not supported: mayfly does not run server-side JavaScript")
+	case "$text":
+		return nil, mongoerr.New(mongoerr.IndexNotFound, "text index required for $text query")
+	case "$jsonSchema":
+		return nil, mongoerr.New(mongoerr.NotImplemented, "$jsonSchema is not supported by mayfly")
+	case "$sampleRate":
+		return nil, mongoerr.New(mongoerr.NotImplemented, "$sampleRate is not supported by mayfly")
+	}
+	return nil, badValue("unknown top level operator: %s. If you have a field name that starts with a '$' symbol, consider using $getField or $setField.", key)
+}
+
+// isOperatorDoc reports whether a field's value is an operator document
+// ({$gt: 1}) rather than a literal to compare with. DBRefs ({$ref, $id})
+// are literals.
+func isOperatorDoc(v any) (bson.D, bool) {
+	d, ok := v.(bson.D)
+	if !ok || len(d) == 0 || !strings.HasPrefix(d[0].Key, "$") {
+		return nil, false
+	}
+	switch d[0].Key {
+	case "$ref", "$id", "$db":
+		return nil, false
+	}
+	return d, true
+}
+
+func (p *parser) parseField(fp fieldPath, v any, depth int) (node, error) {
+	if ops, ok := isOperatorDoc(v); ok {
+		nodes, err := p.parseOps(fp, ops, depth)
+		if err != nil {
+			return nil, err
+		}
+		return and(nodes), nil
+	}
+	if r, ok := v.(bson.Regex); ok {
+		rp, err := newRegexPred(r.Pattern, r.Options)
+		if err != nil {
+			return nil, err
+		}
+		return &pathNode{path: fp, pred: rp}, nil
+	}
+	return newEq(fp, v)
+}
+
+func newEq(fp fieldPath, v any) (node, error) {
+	if _, ok := v.(bson.Undefined); ok {
+		return nil, badValue("cannot compare to undefined")
+	}
+	return &pathNode{path: fp, pred: &eqPred{val: v, null: isNullish(v)}}, nil
+}
+
+// parseOps compiles an operator document {$op: arg, ...} on one path; each
+// operator becomes its own node (they are ANDed, each traversing the path
+// independently, as in mongod).
+func (p *parser) parseOps(fp fieldPath, ops bson.D, depth int) ([]node, error) {
+	var (
+		nodes                []node
+		regex, options       any
+		hasRegex, hasOptions bool
+		regexFirst           bool
+	)
+	for _, e := range ops {
+		switch e.Key {
+		case "$regex":
+			regex, hasRegex = e.Value, true
+			regexFirst = !hasOptions
+			continue
+		case "$options":
+			options, hasOptions = e.Value, true
+			continue
+		}
+		n, err := p.parseOp(fp, e.Key, e.Value, depth)
+		if err != nil {
+			return nil, err
+		}
+		if n != nil {
+			nodes = append(nodes, n)
+		}
+	}
+	if hasOptions && !hasRegex {
+		return nil, badValue("$options needs a $regex")
+	}
+	if hasRegex {
+		opts := ""
+		if hasOptions {
+			s, ok := options.(string)
+			if !ok {
+				return nil, badValue("$options has to be a string")
+			}
+			opts = s
+		}
+		var pattern string
+		switch r := regex.(type) {
+		case string:
+			pattern = r
+		case bson.Regex:
+			if hasOptions && r.Options != "" {
+				code := int32(51074)
+				if regexFirst {
+					code = 51075
+				}
+				return nil, mongoerr.New(code, "options set in both $regex and $options")
+			}
+			pattern = r.Pattern
+			if !hasOptions {
+				opts = r.Options
+			}
+		default:
+			return nil, badValue("$regex has to be a string")
+		}
+		rp, err := newRegexPred(pattern, opts)
+		if err != nil {
+			return nil, err
+		}
+		nodes = append(nodes, &pathNode{path: fp, pred: rp})
+	}
+	return nodes, nil
+}
+
+func (p *parser) parseOp(fp fieldPath, op string, v any, depth int) (node, error) {
+	path := func(pr pred) node { return &pathNode{path: fp, pred: pr} }
+	switch op {
+	case "$eq":
+		return newEq(fp, v)
+	case "$ne":
+		if _, ok := v.(bson.Regex); ok {
+			return nil, badValue("Can't have regex as arg to $ne.")
+		}
+		n, err := newEq(fp, v)
+		if err != nil {
+			return nil, err
+		}
+		return notNode{n}, nil
+	case "$lt", "$lte", "$gt", "$gte":
+		if _, ok := v.(bson.Undefined); ok {
+			return nil, badValue("cannot compare to undefined")
+		}
+		cop := map[string]int{"$lt": opLT, "$lte": opLTE, "$gt": opGT, "$gte": opGTE}[op]
+		return path(newCmpPred(cop, v)), nil
+	case "$in", "$nin":
+		ip, err := parseIn(op, v)
+		if err != nil {
+			return nil, err
+		}
+		if op == "$nin" {
+			return notNode{path(ip)}, nil
+		}
+		return path(ip), nil
+	case "$exists":
+		if trueValue(v) {
+			return path(existsPred{}), nil
+		}
+		return notNode{path(existsPred{})}, nil
+	case "$type":
+		tp, err := parseType(v)
+		if err != nil {
+			return nil, err
+		}
+		return path(tp), nil
+	case "$size":
+		n, err := parseSize(v)
+		if err != nil {
+			return nil, err
+		}
+		return &pathNode{path: fp, pred: sizePred{n}, noExpand: true}, nil
+	case "$mod":
+		mp, err := parseMod(v)
+		if err != nil {
+			return nil, err
+		}
+		return path(mp), nil
+	case "$all":
+		return p.parseAll(fp, v, depth)
+	case "$elemMatch":
+		return p.parseElemMatch(fp, v, depth)
+	case "$not":
+		return p.parseNot(fp, v, depth)
+	case "$bitsAllSet", "$bitsAnySet", "$bitsAllClear", "$bitsAnyClear":
+		bop := map[string]int{"$bitsAllSet": bitsAllSet, "$bitsAnySet": bitsAnySet, "$bitsAllClear": bitsAllClear, "$bitsAnyClear": bitsAnyClear}[op]
+		bp, err := parseBits(op, bop, v)
+		if err != nil {
+			return nil, err
+		}
+		return path(bp), nil
+	case "$near", "$nearSphere":
+		return nil, mongoerr.New(291, "error processing query: planner returned error :: caused by :: unable to find index for $geoNear query")
+	case "$geoWithin", "$geoIntersects", "$within", "$maxDistance", "$minDistance", "$geometry",
+		"$box", "$center", "$centerSphere", "$polygon", "$uniqueDocs":
+		return nil, mongoerr.New(mongoerr.NotImplemented, "%s is not supported by mayfly: geospatial queries are not implemented", op)
+	case "$text", "$where":
+		return nil, badValue("unknown operator: %s", op)
+	}
+	return nil, badValue("unknown operator: %s", op)
+}
+
+// trueValue is BSON truthiness as mongod's BSONElement::trueValue: false,
+// zero, null and undefined are false; everything else is true.
+func trueValue(v any) bool {
+	switch x := v.(type) {
+	case bool:
+		return x
+	case nil, bson.Null, bson.Undefined:
+		return false
+	case int32:
+		return x != 0
+	case int64:
+		return x != 0
+	case float64:
+		return x != 0
+	case bson.Decimal128:
+		return !x.IsZero()
+	}
+	return true
+}
+
+func parseIn(op string, v any) (*inPred, error) {
+	arr, ok := v.(bson.A)
+	if !ok {
+		return nil, badValue("%s needs an array", op)
+	}
+	ip := &inPred{}
+	for _, e := range arr {
+		switch x := e.(type) {
+		case bson.Regex:
+			rp, err := newRegexPred(x.Pattern, x.Options)
+			if err != nil {
+				return nil, err
+			}
+			ip.regexes = append(ip.regexes, rp)
+			continue
+		case bson.Undefined:
+			return nil, badValue("InMatchExpression equality cannot be undefined")
+		}
+		if _, ok := isOperatorDoc(e); ok {
+			return nil, badValue("cannot nest $ under %s", op)
+		}
+		if isNullish(e) {
+			ip.hasNull = true
+			continue
+		}
+		ip.vals = append(ip.vals, e)
+	}
+	sort.SliceStable(ip.vals, func(i, j int) bool { return bsonx.Compare(ip.vals[i], ip.vals[j]) < 0 })
+	return ip, nil
+}
+
+var typeAliases = map[string]int{
+	"double": 1, "string": 2, "object": 3, "array": 4, "binData": 5, "undefined": 6,
+	"objectId": 7, "bool": 8, "date": 9, "null": 10, "regex": 11, "dbPointer": 12,
+	"javascript": 13, "symbol": 14, "javascriptWithScope": 15, "int": 16,
+	"timestamp": 17, "long": 18, "decimal": 19, "minKey": -1, "maxKey": 127,
+}
+
+func parseType(v any) (*typePred, error) {
+	tp := &typePred{}
+	add := func(e any) error {
+		switch x := e.(type) {
+		case string:
+			if x == "number" {
+				tp.number = true
+				return nil
+			}
+			n, ok := typeAliases[x]
+			if !ok {
+				return badValue("Unknown type name alias: %s", x)
+			}
+			tp.set[byte(n)] = true
+			return nil
+		}
+		if !bsonx.IsNumber(e) {
+			return mongoerr.New(mongoerr.TypeMismatch, "type must be represented as a number or a string")
+		}
+		n, ok := bsonx.ToInt64(e)
+		if !ok || !((n >= 1 && n <= 19) || n == -1 || n == 127) {
+			return badValue("Invalid numerical type code: %s", describe(e))
+		}
+		tp.set[byte(n)] = true
+		return nil
+	}
+	if arr, ok := v.(bson.A); ok {
+		if len(arr) == 0 {
+			return nil, mongoerr.New(mongoerr.FailedToParse, "$type must match at least one type")
+		}
+		for _, e := range arr {
+			if err := add(e); err != nil {
+				return nil, err
+			}
+		}
+		return tp, nil
+	}
+	if err := add(v); err != nil {
+		return nil, err
+	}
+	return tp, nil
+}
+
+func parseSize(v any) (int, error) {
+	var n int64
+	switch x := v.(type) {
+	case int32:
+		n = int64(x)
+	case int64:
+		if x > math.MaxInt32 || x < math.MinInt32 {
+			return 0, badValue("$size must be representable as a 32-bit integer")
+		}
+		n = x
+	case float64, bson.Decimal128:
+		i, ok := bsonx.ToInt64(x)
+		if !ok || i > math.MaxInt32 || i < math.MinInt32 {
+			return 0, badValue("$size must be a whole number")
+		}
+		n = i
+	default:
+		return 0, badValue("$size needs a number")
+	}
+	if n < 0 {
+		return 0, badValue("$size may not be negative")
+	}
+	return int(n), nil
+}
+
+func parseMod(v any) (modPred, error) {
+	arr, ok := v.(bson.A)
+	if !ok {
+		return modPred{}, badValue("malformed mod, needs to be an array")
+	}
+	if len(arr) < 2 {
+		return modPred{}, badValue("malformed mod, not enough elements")
+	}
+	if len(arr) > 2 {
+		return modPred{}, badValue("malformed mod, too many elements")
+	}
+	if !bsonx.IsNumber(arr[0]) {
+		return modPred{}, badValue("malformed mod, divisor not a number")
+	}
+	if !bsonx.IsNumber(arr[1]) {
+		return modPred{}, badValue("malformed mod, remainder not a number")
+	}
+	div, err := truncToInt64(arr[0])
+	if err != nil {
+		return modPred{}, badValue("malformed mod, divisor value is invalid :: caused by :: %s", err.Error())
+	}
+	rem, err := truncToInt64(arr[1])
+	if err != nil {
+		return modPred{}, badValue("malformed mod, remainder value is invalid :: caused by :: %s", err.Error())
+	}
+	if div == 0 {
+		return modPred{}, badValue("divisor cannot be 0")
+	}
+	return modPred{div: div, rem: rem}, nil
+}
+
+// truncToInt64 converts a number to int64 truncating toward zero, failing
+// for NaN, infinities and values outside int64's range.
+func truncToInt64(v any) (int64, error) {
+	f, _ := bsonx.ToFloat(v)
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("Unable to coerce NaN/Inf to integral type")
+	}
+	if n, ok := bsonx.ToInt64(v); ok {
+		return n, nil
+	}
+	if _, ok := v.(bson.Decimal128); ok {
+		r := bsonx.ToRat(v)
+		q := new(big.Int).Quo(r.Num(), r.Denom())
+		if !q.IsInt64() {
+			return 0, fmt.Errorf("Out of bounds coercing to integral value")
+		}
+		return q.Int64(), nil
+	}
+	t := math.Trunc(f)
+	if t >= 9223372036854775808.0 || t < -9223372036854775808.0 {
+		return 0, fmt.Errorf("Out of bounds coercing to integral value")
+	}
+	return int64(t), nil
+}
+
+func (p *parser) parseAll(fp fieldPath, v any, depth int) (node, error) {
+	arr, ok := v.(bson.A)
+	if !ok {
+		return nil, badValue("$all needs an array")
+	}
+	if len(arr) == 0 {
+		return constNode(false), nil
+	}
+	first, isElem := arr[0].(bson.D)
+	isElem = isElem && len(first) > 0 && first[0].Key == "$elemMatch"
+	nodes := make([]node, 0, len(arr))
+	for _, e := range arr {
+		d, isDoc := e.(bson.D)
+		if isElem {
+			if !isDoc || len(d) == 0 || d[0].Key != "$elemMatch" {
+				return nil, badValue("$all/$elemMatch has to be consistent")
+			}
+			n, err := p.parseElemMatch(fp, d[0].Value, depth)
+			if err != nil {
+				return nil, err
+			}
+			nodes = append(nodes, n)
+			continue
+		}
+		if r, ok := e.(bson.Regex); ok {
+			rp, err := newRegexPred(r.Pattern, r.Options)
+			if err != nil {
+				return nil, err
+			}
+			nodes = append(nodes, &pathNode{path: fp, pred: rp})
+			continue
+		}
+		if _, ok := isOperatorDoc(e); ok {
+			return nil, badValue("no $ expressions in $all")
+		}
+		n, err := newEq(fp, e)
+		if err != nil {
+			return nil, err
+		}
+		nodes = append(nodes, n)
+	}
+	return and(nodes), nil
+}
+
+// pathlessOps are the operators that, first in an $elemMatch document, make
+// it a query on the elements' fields rather than on the elements themselves.
+var pathlessOps = map[string]bool{
+	"$and": true, "$or": true, "$nor": true, "$where": true, "$expr": true, "$comment": true,
+	"$text": true, "$jsonSchema": true, "$alwaysTrue": true, "$alwaysFalse": true, "$sampleRate": true,
+}
+
+func (p *parser) parseElemMatch(fp fieldPath, v any, depth int) (node, error) {
+	d, ok := v.(bson.D)
+	if !ok {
+		return nil, badValue("$elemMatch needs an Object")
+	}
+	if depth+1 > maxDepth {
+		return nil, badValue("exceeded maximum query tree depth of %d", maxDepth)
+	}
+	if ops, ok := isOperatorDoc(d); ok && !pathlessOps[ops[0].Key] {
+		nodes, err := p.parseOps(fieldPath{}, ops, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		ep := &elemValPred{sub: and(nodes)}
+		return &pathNode{path: fp, pred: ep, noExpand: true, posPred: ep}, nil
+	}
+	for _, e := range d {
+		if e.Key == "$where" {
+			return nil, badValue("$elemMatch cannot contain $where expression")
+		}
+	}
+	sub, err := p.parseFilter(d, depth+1)
+	if err != nil {
+		return nil, err
+	}
+	ep := &elemObjPred{sub: sub}
+	return &pathNode{path: fp, pred: ep, noExpand: true, posPred: ep}, nil
+}
+
+func (p *parser) parseNot(fp fieldPath, v any, depth int) (node, error) {
+	switch x := v.(type) {
+	case bson.Regex:
+		rp, err := newRegexPred(x.Pattern, x.Options)
+		if err != nil {
+			return nil, err
+		}
+		return notNode{&pathNode{path: fp, pred: rp}}, nil
+	case bson.D:
+		if len(x) == 0 {
+			return nil, badValue("$not cannot be empty")
+		}
+		if depth+1 > maxDepth {
+			return nil, badValue("exceeded maximum query tree depth of %d", maxDepth)
+		}
+		nodes, err := p.parseOps(fp, x, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		return notNode{and(nodes)}, nil
+	}
+	return nil, badValue("$not needs a regex or a document")
+}
+
+// describe renders a value for error messages roughly as mongod prints BSON.
+func describe(v any) string {
+	switch x := v.(type) {
+	case string:
+		return fmt.Sprintf("%q", x)
+	case nil:
+		return "null"
+	case bson.D, bson.A:
+		b, err := bson.MarshalExtJSON(bson.D{{Key: "v", Value: x}}, false, false)
+		if err == nil {
+			s := string(b)
+			return strings.TrimSuffix(strings.TrimPrefix(s, `{"v":`), "}")
+		}
+	}
+	return fmt.Sprint(v)
+}
