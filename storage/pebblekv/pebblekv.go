@@ -1,0 +1,451 @@
+// Package pebblekv implements storage.KV on CockroachDB's Pebble LSM.
+//
+// The defaults Pebble ships with are tuned for tests, not servers, so Open
+// changes the ones that matter for a document store (see
+// /work/shared/reference/pebble-notes.md): the newest on-disk format (needed
+// for DeleteSized and the tombstone statistics the TTL reaper relies on),
+// bloom filters on every level (point lookups by _id and unique-index probes
+// would otherwise read a data block per level), a real block cache, large
+// memtables and L0 thresholds that keep write stalls rare.
+package pebblekv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.uber.org/zap"
+
+	"github.com/mayflydb/mayfly/storage"
+)
+
+// Defaults applied by Open when the corresponding Options field is zero.
+const (
+	DefaultCacheSize          = 256 << 20
+	DefaultMemTableSize       = 64 << 20
+	DefaultWALMinSyncInterval = 100 * time.Microsecond
+)
+
+// Options configure Open. The zero value is a sensible on-disk store.
+type Options struct {
+	// InMemory keeps everything in an in-memory filesystem (vfs.NewMem):
+	// fast tests, nothing survives Close. dir is then only a name.
+	InMemory bool
+	// FS overrides the filesystem (for fault-injection tests). It wins over
+	// InMemory when both are set.
+	FS vfs.FS
+	// CacheSize is the block cache size in bytes (default 256 MiB).
+	CacheSize int64
+	// MemTableSize is the size of one memtable in bytes (default 64 MiB).
+	MemTableSize uint64
+	// WALMinSyncInterval widens the group-commit window: concurrent Sync
+	// commits arriving within it share one fsync (default 100µs). A negative
+	// value disables the delay.
+	WALMinSyncInterval time.Duration
+	// MaxConcurrentCompactions bounds background compactions (default 2:
+	// the server shares few cores with query work).
+	MaxConcurrentCompactions int
+	// Logger receives Pebble's log output; Pebble's chatty info messages go
+	// to Debug. nil discards everything.
+	Logger *zap.Logger
+}
+
+// Store is a Pebble-backed storage.KV.
+type Store struct {
+	db     *pebble.DB
+	cache  interface{ Unref() }
+	dir    string
+	closed atomic.Bool
+	mu     sync.Mutex // serialises Close
+}
+
+var _ storage.KV = (*Store)(nil)
+
+// Open opens (creating if needed) the store in dir. If another process (or
+// another Store in this process) holds the directory's lock, the error says
+// so plainly instead of surfacing Pebble's raw "resource temporarily
+// unavailable".
+func Open(dir string, opts Options) (*Store, error) {
+	fs := opts.FS
+	if fs == nil {
+		if opts.InMemory {
+			fs = vfs.NewMem()
+		} else {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return nil, fmt.Errorf("pebblekv: create data directory %s: %w", dir, err)
+			}
+			fs = vfs.Default
+		}
+	}
+	if opts.CacheSize <= 0 {
+		opts.CacheSize = DefaultCacheSize
+	}
+	if opts.MemTableSize == 0 {
+		opts.MemTableSize = DefaultMemTableSize
+	}
+	if opts.WALMinSyncInterval == 0 {
+		opts.WALMinSyncInterval = DefaultWALMinSyncInterval
+	} else if opts.WALMinSyncInterval < 0 {
+		opts.WALMinSyncInterval = 0
+	}
+	if opts.MaxConcurrentCompactions <= 0 {
+		opts.MaxConcurrentCompactions = 2
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+
+	cache := pebble.NewCache(opts.CacheSize)
+	syncInterval := opts.WALMinSyncInterval
+	maxCompactions := opts.MaxConcurrentCompactions
+	po := &pebble.Options{
+		FS:                 fs,
+		Cache:              cache,
+		FormatMajorVersion: pebble.FormatNewest,
+		MemTableSize:       opts.MemTableSize,
+		// Two memtables in flight before writes stall: one flushing while
+		// the next fills.
+		MemTableStopWritesThreshold: 4,
+		// Compact L0 early (reads fan out over every L0 sublevel) but stall
+		// writes only in a genuine emergency: a stalled write holds a client.
+		L0CompactionThreshold:     2,
+		L0CompactionFileThreshold: 500,
+		L0StopWritesThreshold:     1000,
+		LBaseMaxBytes:             256 << 20,
+		MaxOpenFiles:              4096,
+		CompactionConcurrencyRange: func() (int, int) {
+			return 1, maxCompactions
+		},
+		WALMinSyncInterval: func() time.Duration { return syncInterval },
+		Logger:             zapLogger{logger.Named("pebble").WithOptions(zap.AddCallerSkip(1))},
+	}
+	for i := range po.Levels {
+		l := &po.Levels[i]
+		l.FilterPolicy = bloom.FilterPolicy(10)
+		l.FilterType = pebble.TableFilter
+		l.BlockSize = 32 << 10
+		l.IndexBlockSize = 256 << 10
+	}
+	po.EnsureDefaults()
+
+	db, err := pebble.Open(dir, po)
+	if err != nil {
+		cache.Unref()
+		if isLockError(err) {
+			return nil, &LockedError{Dir: dir, Err: err}
+		}
+		return nil, fmt.Errorf("pebblekv: open %s: %w", dir, err)
+	}
+	return &Store{db: db, cache: cache, dir: dir}, nil
+}
+
+// ErrLocked matches (errors.Is) Open's error when the data directory's lock
+// is held, so the server can exit with a clear message instead of a retry.
+var ErrLocked = errors.New("data directory locked")
+
+// LockedError is Open's error when another process (or another Store in this
+// process) holds the data directory.
+type LockedError struct {
+	Dir string
+	Err error // Pebble's underlying error
+}
+
+func (e *LockedError) Error() string {
+	return fmt.Sprintf("data directory %s is in use by another mayfly process (lock held)", e.Dir)
+}
+
+// Unwrap exposes Pebble's error.
+func (e *LockedError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrLocked) true.
+func (e *LockedError) Is(target error) bool { return target == ErrLocked }
+
+// isLockError recognises a failure to take the directory's LOCK file: fcntl
+// reports EAGAIN/EACCES when another process holds it, and Pebble's vfs
+// reports "lock held by current process" for a second Open in this one.
+func isLockError(err error) bool {
+	if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EWOULDBLOCK) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "lock held") || strings.Contains(msg, "resource temporarily unavailable")
+}
+
+// DB exposes the underlying Pebble database for engine code that needs an
+// API storage.KV does not cover. Prefer the interface.
+func (s *Store) DB() *pebble.DB { return s.db }
+
+// Dir is the directory the store was opened on.
+func (s *Store) Dir() string { return s.dir }
+
+// Get returns a copy of key's value: Pebble's slice is only valid until the
+// closer runs, and callers keep values around.
+func (s *Store) Get(key []byte) ([]byte, error) {
+	return get(s.db, key)
+}
+
+func get(r interface {
+	Get([]byte) ([]byte, io.Closer, error)
+}, key []byte) ([]byte, error) {
+	v, closer, err := r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, storage.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, len(v))
+	copy(out, v)
+	if err := closer.Close(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// NewIter iterates [lo, hi); nil hi means unbounded. Bounds let Pebble skip
+// whole tables and stop at the end of an index range.
+func (s *Store) NewIter(lo, hi []byte) (storage.Iterator, error) {
+	it, err := s.db.NewIter(iterOptions(lo, hi))
+	if err != nil {
+		return nil, err
+	}
+	return &iterator{it: it}, nil
+}
+
+func iterOptions(lo, hi []byte) *pebble.IterOptions {
+	return &pebble.IterOptions{LowerBound: lo, UpperBound: hi}
+}
+
+// NewBatch starts a write batch.
+func (s *Store) NewBatch() storage.Batch {
+	return &batch{b: s.db.NewBatch()}
+}
+
+// NewSnapshot opens a point-in-time view. Close it promptly: it pins
+// deleted data.
+func (s *Store) NewSnapshot() storage.Snapshot {
+	return &snapshot{s: s.db.NewSnapshot()}
+}
+
+// EstimateDiskUsage estimates on-disk bytes of sstables overlapping [lo, hi)
+// (memtable and WAL contents are not counted: Flush first for a full
+// figure). nil lo/hi mean unbounded.
+func (s *Store) EstimateDiskUsage(lo, hi []byte) (uint64, error) {
+	lo, hi, ok, err := s.bounds(lo, hi)
+	if err != nil || !ok {
+		return 0, err
+	}
+	return s.db.EstimateDiskUsage(lo, hi)
+}
+
+// bounds turns open-ended [lo, hi) into the concrete range Pebble's range
+// APIs need. ok is false when the range is empty.
+func (s *Store) bounds(lo, hi []byte) ([]byte, []byte, bool, error) {
+	if lo == nil {
+		lo = []byte{}
+	}
+	if hi == nil {
+		max, err := s.maxTableKey()
+		if err != nil {
+			return nil, nil, false, err
+		}
+		if max == nil {
+			return nil, nil, false, nil
+		}
+		hi = append(max, 0)
+	}
+	if bytes.Compare(lo, hi) >= 0 {
+		return nil, nil, false, nil
+	}
+	return lo, hi, true, nil
+}
+
+// maxTableKey returns a copy of the largest user key bounding any sstable,
+// or nil when there are no sstables.
+func (s *Store) maxTableKey() ([]byte, error) {
+	levels, err := s.db.SSTables()
+	if err != nil {
+		return nil, err
+	}
+	var max []byte
+	for _, level := range levels {
+		for i := range level {
+			k := level[i].Largest.UserKey
+			if max == nil || bytes.Compare(k, max) > 0 {
+				max = k
+			}
+		}
+	}
+	if max == nil {
+		return nil, nil
+	}
+	return append([]byte(nil), max...), nil
+}
+
+// ReclaimableBytes sums Pebble's per-table estimates of the bytes point and
+// range tombstones would free in tables overlapping [lo, hi). The figures
+// are computed asynchronously after a flush or compaction, so a freshly
+// written table may briefly count as zero; DeleteSized makes the point
+// estimate accurate.
+func (s *Store) ReclaimableBytes(lo, hi []byte) (uint64, error) {
+	opts := []pebble.SSTablesOption{}
+	if lo != nil && hi != nil {
+		opts = append(opts, pebble.WithKeyRangeFilter(lo, hi))
+	}
+	levels, err := s.db.SSTables(opts...)
+	if err != nil {
+		return 0, err
+	}
+	var total uint64
+	for _, level := range levels {
+		for i := range level {
+			t := &level[i]
+			if lo != nil && hi == nil && bytes.Compare(t.Largest.UserKey, lo) < 0 {
+				continue
+			}
+			if lo == nil && hi != nil && bytes.Compare(t.Smallest.UserKey, hi) >= 0 {
+				continue
+			}
+			total += t.TableStats.PointDeletionsBytesEstimate + t.TableStats.RangeDeletionsBytesEstimate
+		}
+	}
+	return total, nil
+}
+
+// Compact compacts [lo, hi) to the bottom level, which is the only way to
+// reclaim space on a quiet store: Pebble's automatic compactions are driven
+// by write pressure and may never visit tombstoned ranges. nil lo/hi mean
+// unbounded. The memtable overlapping the range is flushed first.
+func (s *Store) Compact(ctx context.Context, lo, hi []byte) error {
+	if hi == nil {
+		// The unbounded end is derived from the sstables, so unflushed
+		// writes must reach them first.
+		if err := s.db.Flush(); err != nil {
+			return err
+		}
+	}
+	lo, hi, ok, err := s.bounds(lo, hi)
+	if err != nil || !ok {
+		return err
+	}
+	return s.db.Compact(ctx, lo, hi, true)
+}
+
+// Flush flushes the memtable and waits for it to reach an sstable.
+func (s *Store) Flush() error { return s.db.Flush() }
+
+// Stats reports store-wide figures from Pebble's metrics.
+func (s *Store) Stats() storage.Stats {
+	m := s.db.Metrics()
+	total := m.Total()
+	return storage.Stats{
+		DiskUsageBytes:    m.DiskSpaceUsage(),
+		LiveSizeEstimate:  uint64(total.TablesSize),
+		CompactionCount:   m.Compact.Count,
+		BlockCacheSize:    m.BlockCache.Size,
+		BlockCacheHits:    m.BlockCache.Hits,
+		BlockCacheMisses:  m.BlockCache.Misses,
+		MemtableSizeBytes: m.MemTable.Size,
+	}
+}
+
+// Close closes the database and releases the block cache. Closing twice is
+// a no-op.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Swap(true) {
+		return nil
+	}
+	err := s.db.Close()
+	s.cache.Unref()
+	return err
+}
+
+type iterator struct {
+	it *pebble.Iterator
+}
+
+func (i *iterator) First() bool            { return i.it.First() }
+func (i *iterator) Last() bool             { return i.it.Last() }
+func (i *iterator) SeekGE(key []byte) bool { return i.it.SeekGE(key) }
+func (i *iterator) SeekLT(key []byte) bool { return i.it.SeekLT(key) }
+func (i *iterator) Next() bool             { return i.it.Next() }
+func (i *iterator) Prev() bool             { return i.it.Prev() }
+func (i *iterator) Valid() bool            { return i.it.Valid() }
+func (i *iterator) Key() []byte            { return i.it.Key() }
+func (i *iterator) Error() error           { return i.it.Error() }
+func (i *iterator) Close() error           { return i.it.Close() }
+
+// Value returns the current value; a failure to load it (a separated value
+// that cannot be read) surfaces through Error.
+func (i *iterator) Value() []byte { v, _ := i.it.ValueAndErr(); return v }
+
+type batch struct {
+	b *pebble.Batch
+}
+
+func (b *batch) Set(key, value []byte) error { return b.b.Set(key, value, nil) }
+func (b *batch) Delete(key []byte) error     { return b.b.Delete(key, nil) }
+func (b *batch) DeleteSized(key []byte, valueSize uint32) error {
+	return b.b.DeleteSized(key, valueSize, nil)
+}
+func (b *batch) DeleteRange(lo, hi []byte) error { return b.b.DeleteRange(lo, hi, nil) }
+
+// Commit applies the batch; sync waits for the WAL fsync (shared with
+// concurrent committers), otherwise the write survives a process crash but
+// not a power loss.
+func (b *batch) Commit(sync bool) error {
+	if sync {
+		return b.b.Commit(pebble.Sync)
+	}
+	return b.b.Commit(pebble.NoSync)
+}
+
+// Len is the number of operations (Pebble's own Len is the byte size).
+func (b *batch) Len() int     { return int(b.b.Count()) }
+func (b *batch) Close() error { return b.b.Close() }
+
+type snapshot struct {
+	s *pebble.Snapshot
+}
+
+func (s *snapshot) Get(key []byte) ([]byte, error) { return get(s.s, key) }
+func (s *snapshot) NewIter(lo, hi []byte) (storage.Iterator, error) {
+	it, err := s.s.NewIter(iterOptions(lo, hi))
+	if err != nil {
+		return nil, err
+	}
+	return &iterator{it: it}, nil
+}
+func (s *snapshot) Close() error { return s.s.Close() }
+
+// zapLogger adapts zap to Pebble's Logger. Pebble logs every flush,
+// compaction and WAL event at info; those go to Debug so a production log
+// stays readable, errors stay errors.
+type zapLogger struct{ l *zap.Logger }
+
+func (z zapLogger) Infof(format string, args ...any) {
+	if ce := z.l.Check(zap.DebugLevel, ""); ce != nil {
+		ce.Message = strings.TrimSpace(fmt.Sprintf(format, args...))
+		ce.Write()
+	}
+}
+func (z zapLogger) Errorf(format string, args ...any) {
+	z.l.Error(strings.TrimSpace(fmt.Sprintf(format, args...)))
+}
+func (z zapLogger) Fatalf(format string, args ...any) {
+	z.l.Fatal(strings.TrimSpace(fmt.Sprintf(format, args...)))
+}
