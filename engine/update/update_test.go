@@ -1,0 +1,181 @@
+package update
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mayflydb/mayfly/internal/bsonx"
+	"github.com/mayflydb/mayfly/internal/mongoerr"
+)
+
+// The datadriven files in testdata/ hold one case per paragraph:
+//
+//	doc: <extended JSON document>   (carried over from the previous case when omitted)
+//	update: <extended JSON document or array>
+//	filters: <extended JSON array of arrayFilters>
+//	pos: <positional match index>
+//	insert: true
+//	want: <extended JSON document>  (types compared exactly)
+//	modified: true|false            (default: want differs from doc)
+//	error: <code> [exact message]
+//	seed: <filter>                  (tests UpsertSeed instead; want/error apply)
+//
+// Extended JSON is relaxed: 1 is int32, 1.0 a double; use {"$numberLong"}
+// and friends where the type matters.
+
+var testNow = time.Date(2024, 1, 2, 3, 4, 5, 6000000, time.UTC)
+
+type tcase struct {
+	file     string
+	line     int
+	fields   map[string]string
+	docText  string
+	hasModif bool
+}
+
+func parseEJ(t *testing.T, where, s string) any {
+	t.Helper()
+	s = strings.TrimSpace(s)
+	if strings.HasPrefix(s, "[") {
+		var w bson.D
+		if err := bson.UnmarshalExtJSON([]byte(`{"v":`+s+`}`), false, &w); err != nil {
+			t.Fatalf("%s: bad extended JSON %s: %v", where, s, err)
+		}
+		return w[0].Value
+	}
+	var d bson.D
+	if err := bson.UnmarshalExtJSON([]byte(s), false, &d); err != nil {
+		t.Fatalf("%s: bad extended JSON %s: %v", where, s, err)
+	}
+	return d
+}
+
+func loadCases(t *testing.T) []tcase {
+	files, _ := filepath.Glob("testdata/*.txt")
+	var out []tcase
+	for _, fn := range files {
+		f, err := os.Open(fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		lastDoc := "{}"
+		cur := tcase{file: fn, fields: map[string]string{}}
+		flush := func() {
+			if len(cur.fields) == 0 {
+				return
+			}
+			if d, ok := cur.fields["doc"]; ok {
+				lastDoc = d
+			}
+			cur.docText = lastDoc
+			out = append(out, cur)
+			cur = tcase{file: fn, fields: map[string]string{}}
+		}
+		n := 0
+		for sc.Scan() {
+			n++
+			line := strings.TrimSpace(sc.Text())
+			if line == "" {
+				flush()
+				continue
+			}
+			if strings.HasPrefix(line, "#") {
+				continue
+			}
+			k, v, ok := strings.Cut(line, ":")
+			if !ok {
+				t.Fatalf("%s:%d: bad line %q", fn, n, line)
+			}
+			if len(cur.fields) == 0 {
+				cur.line = n
+			}
+			cur.fields[k] = strings.TrimSpace(v)
+		}
+		flush()
+		f.Close()
+	}
+	return out
+}
+
+func TestDatadriven(t *testing.T) {
+	cases := loadCases(t)
+	if len(cases) == 0 {
+		t.Fatal("no cases")
+	}
+	for _, c := range cases {
+		where := c.file + ":" + strconv.Itoa(c.line)
+		t.Run(where, func(t *testing.T) {
+			var got bson.D
+			var modified bool
+			var err error
+			doc := parseEJ(t, where, c.docText).(bson.D)
+			if s, ok := c.fields["seed"]; ok {
+				got, err = UpsertSeed(parseEJ(t, where, s).(bson.D))
+				modified = true
+			} else {
+				var filters bson.A
+				if s, ok := c.fields["filters"]; ok {
+					filters = parseEJ(t, where, s).(bson.A)
+				}
+				pos := -1
+				if s, ok := c.fields["pos"]; ok {
+					pos, _ = strconv.Atoi(s)
+				}
+				insert := c.fields["insert"] == "true"
+				before := bsonx.CloneD(doc)
+				var u *Update
+				u, err = Compile(parseEJ(t, where, c.fields["update"]), filters)
+				if err == nil {
+					got, modified, err = u.Apply(doc, pos, insert, testNow)
+				}
+				if !identical(before, doc) {
+					t.Fatalf("Apply mutated its input: %s", fmtDoc(doc))
+				}
+			}
+			if want, ok := c.fields["error"]; ok {
+				code, msg, _ := strings.Cut(want, " ")
+				wc, _ := strconv.Atoi(code)
+				if err == nil {
+					t.Fatalf("want error %s, got %s", want, fmtDoc(got))
+				}
+				me := mongoerr.From(err)
+				if int(me.Code) != wc || (msg != "" && me.Msg != msg) {
+					t.Fatalf("want error %d %q\n got error %d %q", wc, msg, me.Code, me.Msg)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			want := parseEJ(t, where, c.fields["want"]).(bson.D)
+			if !identical(got, want) {
+				t.Fatalf("\nwant %s\n got %s", ejson(want), ejson(got))
+			}
+			wantMod := !identical(doc, want)
+			if s, ok := c.fields["modified"]; ok {
+				wantMod = s == "true"
+			}
+			if _, isSeed := c.fields["seed"]; !isSeed && modified != wantMod {
+				t.Fatalf("modified = %v, want %v", modified, wantMod)
+			}
+		})
+	}
+	t.Logf("%d datadriven cases", len(cases))
+}
+
+func ejson(d bson.D) string {
+	b, err := bson.MarshalExtJSON(d, true, false)
+	if err != nil {
+		return fmtDoc(d)
+	}
+	return string(b)
+}
