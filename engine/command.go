@@ -118,6 +118,8 @@ var opCounter = map[string]*atomic.Int64{}
 func (e *Engine) Handle(ctx context.Context, wr *wire.Request) (reply bson.Raw) {
 	start := time.Now()
 	var name string
+	e.inflight.Add(1)
+	defer e.inflight.Add(-1)
 	defer func() {
 		if p := recover(); p != nil {
 			e.log.Error("panic in command", zap.String("command", name), zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))

@@ -4,6 +4,9 @@
 package engine
 
 import (
+	"context"
+	"encoding/binary"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -12,6 +15,8 @@ import (
 	"github.com/mayflydb/mayfly/storage"
 	"github.com/mayflydb/mayfly/ttl"
 )
+
+const ttlNever = ttl.Never
 
 // Config configures an Engine.
 type Config struct {
@@ -24,6 +29,8 @@ type Config struct {
 	SlowOpThreshold time.Duration
 	// ServerInfo supplies process-level figures for serverStatus and friends.
 	ServerInfo ServerInfo
+	// Reaper configures background TTL deletion.
+	Reaper ReaperConfig
 }
 
 // ServerInfo is what the process around the engine knows: the command line,
@@ -47,25 +54,75 @@ type Engine struct {
 	info   ServerInfo
 	start  time.Time
 
+	cat        *Catalog
+	cursors    *cursorTable
+	nextCollID atomic.Uint64
+	metaMu     sync.Mutex
+
+	// hwm is the expiry clock's high-water mark (Unix ms): now never runs
+	// backwards, across restarts too (spec §6.5).
+	hwm       atomic.Int64
+	savedHWM  atomic.Int64
+	inflight  atomic.Int64
+	fgOps     atomic.Int64
+	reaper    *reaper
+	compactCh chan [2][]byte
+
 	ops struct {
 		insert, query, update, delete, getmore, command atomic.Int64
 	}
+
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	closed atomic.Bool
 }
 
-// Open builds an engine over an opened store.
+// Open builds an engine over an opened store: it loads the catalog and the
+// clock's high-water mark and starts the background workers (TTL reaper,
+// idle-cursor reaper, requested compactions).
 func Open(cfg Config) (*Engine, error) {
-	e := &Engine{kv: cfg.KV, log: cfg.Logger, clock: cfg.Clock, slowMS: cfg.SlowOpThreshold, info: cfg.ServerInfo, start: time.Now()}
+	e := &Engine{kv: cfg.KV, log: cfg.Logger, clock: cfg.Clock, slowMS: cfg.SlowOpThreshold, info: cfg.ServerInfo,
+		start: time.Now(), cursors: newCursorTable(), stop: make(chan struct{}), compactCh: make(chan [2][]byte, 64)}
 	if e.log == nil {
 		e.log = zap.NewNop()
 	}
 	if e.clock == nil {
 		e.clock = ttl.SystemClock{}
 	}
+	e.nextCollID.Store(1)
+	if v, err := e.kv.Get(metaKey("nextCollID")); err == nil && len(v) == 8 {
+		e.nextCollID.Store(binary.BigEndian.Uint64(v))
+	}
+	if v, err := e.kv.Get(metaKey("clockHWM")); err == nil && len(v) == 8 {
+		e.hwm.Store(int64(binary.BigEndian.Uint64(v)))
+		e.savedHWM.Store(e.hwm.Load())
+	}
+	if err := e.loadCatalog(); err != nil {
+		return nil, err
+	}
+	for _, c := range e.cat.All() {
+		c.ensureStats()
+	}
+	e.reaper = newReaper(e, cfg.Reaper)
+	e.wg.Add(3)
+	go e.hwmLoop()
+	go e.cursorLoop()
+	go e.compactLoop()
+	e.reaper.start()
 	return e, nil
 }
 
-// Close stops background work. It does not close the store.
-func (e *Engine) Close() error { return nil }
+// Close stops background work and persists the clock's high-water mark. It
+// does not close the store.
+func (e *Engine) Close() error {
+	if e.closed.Swap(true) {
+		return nil
+	}
+	close(e.stop)
+	e.reaper.wait()
+	e.wg.Wait()
+	return e.persistHWM()
+}
 
 // Logger returns the engine's logger.
 func (e *Engine) Logger() *zap.Logger { return e.log }
@@ -77,3 +134,108 @@ func (e *Engine) StartTime() time.Time { return e.start }
 func (e *Engine) OpCounters() (insert, query, update, delete, getmore, command int64) {
 	return e.ops.insert.Load(), e.ops.query.Load(), e.ops.update.Load(), e.ops.delete.Load(), e.ops.getmore.Load(), e.ops.command.Load()
 }
+
+// nowMS is the expiry clock: the injected clock, never below the persisted
+// high-water mark.
+func (e *Engine) nowMS() int64 {
+	now := e.clock.Now().UnixMilli()
+	for {
+		h := e.hwm.Load()
+		if now <= h {
+			return h
+		}
+		if e.hwm.CompareAndSwap(h, now) {
+			return now
+		}
+	}
+}
+
+// Now is the engine's expiry clock as a time.
+func (e *Engine) Now() time.Time { return time.UnixMilli(e.nowMS()) }
+
+func (e *Engine) persistHWM() error {
+	h := e.nowMS()
+	if h == e.savedHWM.Load() {
+		return nil
+	}
+	b := e.kv.NewBatch()
+	defer b.Close()
+	if err := b.Set(metaKey("clockHWM"), binary.BigEndian.AppendUint64(nil, uint64(h))); err != nil {
+		return err
+	}
+	if err := b.Commit(true); err != nil {
+		return err
+	}
+	e.savedHWM.Store(h)
+	return nil
+}
+
+func (e *Engine) hwmLoop() {
+	defer e.wg.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-t.C:
+			if err := e.persistHWM(); err != nil {
+				e.log.Warn("cannot persist the expiry clock high-water mark", zap.Error(err))
+			}
+		}
+	}
+}
+
+func (e *Engine) cursorLoop() {
+	defer e.wg.Done()
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case now := <-t.C:
+			if n := e.cursors.reapIdle(now); n > 0 {
+				e.log.Info("killed idle cursors", zap.Int("count", n))
+			}
+		}
+	}
+}
+
+// compactSoon asks the background worker to compact a key range (dropped
+// collections, reaped ranges) so disk space comes back on a quiet server.
+func (e *Engine) compactSoon(lo, hi []byte) {
+	select {
+	case e.compactCh <- [2][]byte{lo, hi}:
+	default:
+	}
+}
+
+func (e *Engine) compactLoop() {
+	defer e.wg.Done()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case r := <-e.compactCh:
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() {
+				select {
+				case <-e.stop:
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
+			start := time.Now()
+			if err := e.kv.Compact(ctx, r[0], r[1]); err != nil && ctx.Err() == nil {
+				e.log.Warn("requested compaction failed", zap.Error(err))
+			} else {
+				e.log.Debug("requested compaction done", zap.Duration("took", time.Since(start)))
+			}
+			cancel()
+		}
+	}
+}
+
+// Catalog returns the catalog.
+func (e *Engine) Catalog() *Catalog { return e.cat }

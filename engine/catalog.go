@@ -1,0 +1,375 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mayflydb/mayfly/engine/query"
+	"github.com/mayflydb/mayfly/internal/mongoerr"
+	"github.com/mayflydb/mayfly/storage"
+	"github.com/mayflydb/mayfly/ttl"
+)
+
+// collMeta is the persisted description of a collection. It is immutable
+// once published: changes build a new one (copy on write) under the
+// collection's exclusive lock.
+type collMeta struct {
+	ID          uint64      `bson:"id"`
+	DB          string      `bson:"db"`
+	Name        string      `bson:"name"`
+	UUID        bson.Binary `bson:"uuid"`
+	Options     bson.D      `bson:"options"`
+	HasTTL      bool        `bson:"hasTTL"`
+	DefaultTTL  int64       `bson:"defaultTTL"`
+	Indexes     []indexMeta `bson:"indexes"`
+	NextIndexID uint32      `bson:"nextIndexID"`
+	// TSIndexName names the Cosmos-style {_ts: 1} index while DefaultTTL is
+	// set (spec §3.3). The index has no entries: it is a view of the
+	// setting, synthesised by listIndexes, so the two always agree.
+	TSIndexName string `bson:"tsIndexName,omitempty"`
+}
+
+// indexMeta describes one secondary index (the _id index is implicit: the
+// document keys themselves).
+type indexMeta struct {
+	ID       uint32 `bson:"id"`
+	Name     string `bson:"name"`
+	Key      bson.D `bson:"key"`
+	Unique   bool   `bson:"unique"`
+	Sparse   bool   `bson:"sparse"`
+	Hidden   bool   `bson:"hidden"`
+	Partial  bson.D `bson:"partial,omitempty"`
+	HasTTL   bool   `bson:"hasTTL"`
+	TTL      int64  `bson:"ttl"`
+	Multikey bool   `bson:"multikey"`
+	// Spec is the index as listIndexes shows it (v, key, name, options).
+	Spec bson.D `bson:"spec"`
+}
+
+// isTSIndex reports whether this is the Cosmos-style {_ts: 1} index that
+// stands for the collection's DefaultTTL (spec §3.3). It has no entries.
+func (ix *indexMeta) isTSIndex() bool {
+	return len(ix.Key) == 1 && ix.Key[0].Key == "_ts"
+}
+
+func (m *collMeta) ns() string { return m.DB + "." + m.Name }
+
+func (m *collMeta) clone() *collMeta {
+	c := *m
+	c.Indexes = append([]indexMeta(nil), m.Indexes...)
+	c.Options = append(bson.D(nil), m.Options...)
+	return &c
+}
+
+// index is an index with its compiled partial filter.
+type index struct {
+	indexMeta
+	partial *query.Matcher
+}
+
+// collState is the runtime view derived from a collMeta: compiled partial
+// filters and the TTL policy. Rebuilt whenever the meta changes.
+type collState struct {
+	meta    *collMeta
+	indexes []*index
+	policy  *ttl.Policy
+}
+
+// Collection is a live collection.
+type Collection struct {
+	e     *Engine
+	state atomic.Pointer[collState]
+
+	// mu orders writers: ordinary document writes hold it shared plus the
+	// stripe of their _id; writes that must see the whole collection (unique
+	// secondary indexes, upserts without _id, DDL, the reaper) hold it
+	// exclusively.
+	mu      sync.RWMutex
+	stripes [64]sync.Mutex
+
+	statsOnce sync.Once
+	nDocs     atomic.Int64 // stored documents (expired-unpurged included)
+	size      atomic.Int64 // their BSON bytes
+	dropped   atomic.Bool
+
+	ttlDeleted atomic.Int64
+}
+
+func (c *Collection) st() *collState { return c.state.Load() }
+
+// Meta returns the current metadata.
+func (c *Collection) Meta() *collMeta { return c.st().meta }
+
+func (c *Collection) publish(m *collMeta) error {
+	s := &collState{meta: m}
+	pol := &ttl.Policy{HasDefault: m.HasTTL, DefaultTTL: m.DefaultTTL}
+	for i := range m.Indexes {
+		ix := &index{indexMeta: m.Indexes[i]}
+		if len(ix.Partial) > 0 {
+			pm, err := query.Compile(ix.Partial)
+			if err != nil {
+				return err
+			}
+			ix.partial = pm
+		}
+		s.indexes = append(s.indexes, ix)
+		if ix.HasTTL && !ix.isTSIndex() {
+			rule := ttl.IndexRule{Field: ix.Key[0].Key, ExpireAfterSeconds: ix.TTL}
+			if pm := ix.partial; pm != nil {
+				rule.Applies = func(raw bson.Raw) bool {
+					var d bson.D
+					if bson.Unmarshal(raw, &d) != nil {
+						return false
+					}
+					return pm.Matches(d)
+				}
+			}
+			pol.Indexes = append(pol.Indexes, rule)
+		}
+	}
+	if pol.Active() {
+		s.policy = pol
+	}
+	c.state.Store(s)
+	return nil
+}
+
+// Catalog maps database and collection names to collections.
+type Catalog struct {
+	e   *Engine
+	mu  sync.RWMutex
+	dbs map[string]map[string]*Collection
+}
+
+func (e *Engine) loadCatalog() error {
+	e.cat = &Catalog{e: e, dbs: map[string]map[string]*Collection{}}
+	it, err := e.kv.NewIter([]byte{pfxCatalog}, []byte{pfxCatalog + 1})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		var m collMeta
+		if err := bson.Unmarshal(it.Value(), &m); err != nil {
+			return fmt.Errorf("catalog entry %q: %w", it.Key(), err)
+		}
+		c := &Collection{e: e}
+		if err := c.publish(&m); err != nil {
+			return fmt.Errorf("catalog entry %s: %w", m.ns(), err)
+		}
+		e.cat.put(c)
+		if m.ID >= e.nextCollID.Load() {
+			e.nextCollID.Store(m.ID + 1)
+		}
+	}
+	return it.Error()
+}
+
+func (cat *Catalog) put(c *Collection) {
+	m := c.Meta()
+	db := cat.dbs[m.DB]
+	if db == nil {
+		db = map[string]*Collection{}
+		cat.dbs[m.DB] = db
+	}
+	db[m.Name] = c
+}
+
+// Get returns a collection or nil.
+func (cat *Catalog) Get(db, coll string) *Collection {
+	cat.mu.RLock()
+	defer cat.mu.RUnlock()
+	return cat.dbs[db][coll]
+}
+
+// Databases returns the database names in order.
+func (cat *Catalog) Databases() []string {
+	cat.mu.RLock()
+	defer cat.mu.RUnlock()
+	var out []string
+	for db, colls := range cat.dbs {
+		if len(colls) > 0 {
+			out = append(out, db)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Collections returns a database's collections in name order.
+func (cat *Catalog) Collections(db string) []*Collection {
+	cat.mu.RLock()
+	defer cat.mu.RUnlock()
+	var out []*Collection
+	for _, c := range cat.dbs[db] {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Meta().Name < out[j].Meta().Name })
+	return out
+}
+
+// All returns every collection.
+func (cat *Catalog) All() []*Collection {
+	var out []*Collection
+	for _, db := range cat.Databases() {
+		out = append(out, cat.Collections(db)...)
+	}
+	return out
+}
+
+// ValidateDBName checks a database name as mongod does.
+func ValidateDBName(db string) error {
+	if db == "" {
+		return mongoerr.New(mongoerr.InvalidNamespace, "Invalid database name: ''")
+	}
+	if len(db) >= 64 {
+		return mongoerr.New(mongoerr.InvalidNamespace, "db name is too long: '%s'", db)
+	}
+	if strings.ContainsAny(db, "/\\. \"$*<>:|?\x00") {
+		return mongoerr.New(mongoerr.InvalidNamespace, "Invalid database name: '%s'", db)
+	}
+	return nil
+}
+
+// ValidateCollName checks a collection name as mongod does.
+func ValidateCollName(db, coll string) error {
+	if err := ValidateDBName(db); err != nil {
+		return err
+	}
+	switch {
+	case coll == "":
+		return mongoerr.New(mongoerr.InvalidNamespace, "Invalid namespace specified '%s.'", db)
+	case strings.Contains(coll, "$") || strings.Contains(coll, "\x00"):
+		return mongoerr.New(mongoerr.InvalidNamespace, "Invalid collection name: %s", coll)
+	case strings.HasPrefix(coll, "."):
+		return mongoerr.New(mongoerr.InvalidNamespace, "Invalid namespace specified '%s.%s'", db, coll)
+	case len(db)+1+len(coll) > 255:
+		return mongoerr.New(mongoerr.InvalidNamespace, "Fully qualified namespace is too long. Namespace: %s.%s Max: 255", db, coll)
+	case strings.HasPrefix(coll, "system.") && !allowedSystem[coll]:
+		return mongoerr.New(mongoerr.InvalidNamespace, "Invalid system namespace: %s.%s", db, coll)
+	}
+	return nil
+}
+
+var allowedSystem = map[string]bool{"system.js": true, "system.views": true, "system.profile": true}
+
+func (e *Engine) saveMeta(b storage.Batch, m *collMeta) error {
+	raw, err := bson.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return b.Set(catalogKey(m.DB, m.Name), raw)
+}
+
+// createCollection creates db.coll with options; exists reports an
+// existing collection (no error: callers decide whether that is 48).
+func (e *Engine) createCollection(db, coll string, opts bson.D, hasTTL bool, defTTL int64) (c *Collection, exists bool, err error) {
+	if err := ValidateCollName(db, coll); err != nil {
+		return nil, false, err
+	}
+	e.cat.mu.Lock()
+	defer e.cat.mu.Unlock()
+	if c := e.cat.dbs[db][coll]; c != nil {
+		return c, true, nil
+	}
+	id := e.nextCollID.Add(1) - 1
+	u := bson.NewObjectID() // 12 random-ish bytes; padded into a v4-shaped UUID
+	uuid := make([]byte, 16)
+	copy(uuid, u[:])
+	binary.BigEndian.PutUint32(uuid[12:], uint32(id))
+	uuid[6] = (uuid[6] & 0x0f) | 0x40
+	uuid[8] = (uuid[8] & 0x3f) | 0x80
+	m := &collMeta{ID: id, DB: db, Name: coll, UUID: bson.Binary{Subtype: 4, Data: uuid}, Options: opts,
+		HasTTL: hasTTL, DefaultTTL: defTTL, NextIndexID: 1}
+	c = &Collection{e: e}
+	if err := c.publish(m); err != nil {
+		return nil, false, err
+	}
+	b := e.kv.NewBatch()
+	defer b.Close()
+	if err := e.saveMeta(b, m); err != nil {
+		return nil, false, err
+	}
+	if err := b.Set(metaKey("nextCollID"), binary.BigEndian.AppendUint64(nil, id+1)); err != nil {
+		return nil, false, err
+	}
+	if err := b.Commit(true); err != nil {
+		return nil, false, err
+	}
+	c.statsOnce.Do(func() {}) // a new collection's counters start exact at zero
+	e.cat.put(c)
+	return c, false, nil
+}
+
+// collectionForWrite returns db.coll, creating it implicitly as the first
+// insert (or upsert, or createIndexes) does in mongod.
+func (e *Engine) collectionForWrite(db, coll string) (*Collection, bool, error) {
+	if c := e.cat.Get(db, coll); c != nil {
+		return c, false, nil
+	}
+	c, exists, err := e.createCollection(db, coll, nil, false, 0)
+	return c, !exists && err == nil, err
+}
+
+// dropCollection removes a collection and all its data.
+func (e *Engine) dropCollection(db, coll string) error {
+	e.cat.mu.Lock()
+	c := e.cat.dbs[db][coll]
+	if c == nil {
+		e.cat.mu.Unlock()
+		return mongoerr.New(mongoerr.NamespaceNotFound, "ns not found")
+	}
+	delete(e.cat.dbs[db], coll)
+	if len(e.cat.dbs[db]) == 0 {
+		delete(e.cat.dbs, db)
+	}
+	e.cat.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dropped.Store(true)
+	e.cursors.killNamespace(db + "." + coll)
+	return e.deleteCollectionData(c.Meta(), true)
+}
+
+func (e *Engine) deleteCollectionData(m *collMeta, withCatalog bool) error {
+	b := e.kv.NewBatch()
+	defer b.Close()
+	for _, kind := range []byte{pfxDoc, pfxIndex, pfxExpiry} {
+		p := collPrefix(kind, m.ID)
+		if err := b.DeleteRange(p, prefixEnd(p)); err != nil {
+			return err
+		}
+	}
+	if withCatalog {
+		if err := b.Delete(catalogKey(m.DB, m.Name)); err != nil {
+			return err
+		}
+	}
+	if err := b.Commit(true); err != nil {
+		return err
+	}
+	e.compactSoon(collPrefix(pfxDoc, m.ID), prefixEnd(collPrefix(pfxExpiry, m.ID)))
+	return nil
+}
+
+// updateMeta publishes and persists a changed meta. Callers hold c.mu.
+func (c *Collection) updateMeta(m *collMeta) error {
+	b := c.e.kv.NewBatch()
+	defer b.Close()
+	if err := c.e.saveMeta(b, m); err != nil {
+		return err
+	}
+	if err := b.Commit(true); err != nil {
+		return err
+	}
+	return c.publish(m)
+}
+
+var errDropped = errors.New("collection dropped")

@@ -1,0 +1,456 @@
+package engine
+
+import (
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mayflydb/mayfly/engine/update"
+	"github.com/mayflydb/mayfly/internal/bsonx"
+	"github.com/mayflydb/mayfly/internal/mongoerr"
+)
+
+func init() {
+	Register(
+		&Command{Name: "insert", Help: "insert documents", Write: true, Run: cmdInsert},
+		&Command{Name: "update", Help: "update documents", Write: true, Run: cmdUpdate},
+		&Command{Name: "delete", Help: "delete documents", Write: true, Run: cmdDelete},
+		&Command{Name: "findAndModify", Aliases: []string{"findandmodify"}, Help: "find one document and update, replace or remove it", Write: true, Run: cmdFindAndModify},
+	)
+}
+
+var insertFields = map[string]bool{"insert": true, "documents": true, "ordered": true, "bypassDocumentValidation": true}
+
+// orderedArg defaults to true.
+func orderedArg(r *Request) bool {
+	v, ok := r.Arg("ordered")
+	if !ok {
+		return true
+	}
+	b, isBool := v.(bool)
+	return !isBool || b
+}
+
+func arrayArg(r *Request, key string) (bson.A, error) {
+	v, ok := r.Arg(key)
+	if !ok {
+		return nil, mongoerr.New(40414, "BSON field '%s.%s' is missing but a required field", r.Name, key)
+	}
+	a, isArr := v.(bson.A)
+	if !isArr {
+		return nil, mongoerr.New(mongoerr.TypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected type 'array'", r.Name, key, bsonx.TypeName(v))
+	}
+	return a, nil
+}
+
+// writeReply renders n, nModified and writeErrors.
+func writeReply(n int64, extra bson.D, errs bson.A) bson.D {
+	out := bson.D{{Key: "n", Value: int32OrInt64(n)}}
+	out = append(out, extra...)
+	if len(errs) > 0 {
+		out = append(out, bson.E{Key: "writeErrors", Value: errs})
+	}
+	return out
+}
+
+func cmdInsert(e *Engine, r *Request) (bson.D, error) {
+	if err := checkFields(r, insertFields); err != nil {
+		return nil, err
+	}
+	coll, err := collName(r)
+	if err != nil {
+		return nil, err
+	}
+	docs, err := arrayArg(r, "documents")
+	if err != nil {
+		return nil, err
+	}
+	if len(docs) == 0 {
+		return nil, mongoerr.New(mongoerr.InvalidLength, "Write batch sizes must be between 1 and 100000. Got 0 operations.")
+	}
+	if len(docs) > 100000 {
+		return nil, mongoerr.New(mongoerr.InvalidLength, "Write batch sizes must be between 1 and 100000. Got %d operations.", len(docs))
+	}
+	c, _, err := e.collectionForWrite(r.DB, coll)
+	if err != nil {
+		return nil, err
+	}
+	ordered := orderedArg(r)
+	var n int64
+	var errs bson.A
+	for i, v := range docs {
+		d, ok := v.(bson.D)
+		var werr error
+		if !ok {
+			werr = mongoerr.New(mongoerr.TypeMismatch, "document to insert must be an object")
+		} else {
+			werr = c.insertOne(r, d)
+		}
+		if werr != nil {
+			errs = append(errs, mongoerr.From(werr).WriteError(i))
+			if ordered {
+				break
+			}
+			continue
+		}
+		n++
+	}
+	return writeReply(n, nil, errs), nil
+}
+
+var updateFields = map[string]bool{"update": true, "updates": true, "ordered": true, "bypassDocumentValidation": true, "let": false}
+var updateStmtFields = map[string]bool{"q": true, "u": true, "multi": true, "upsert": true, "arrayFilters": true, "hint": true, "collation": true, "c": false, "sort": false}
+
+func cmdUpdate(e *Engine, r *Request) (bson.D, error) {
+	if err := checkFields(r, updateFields); err != nil {
+		return nil, err
+	}
+	coll, err := collName(r)
+	if err != nil {
+		return nil, err
+	}
+	stmts, err := arrayArg(r, "updates")
+	if err != nil {
+		return nil, err
+	}
+	ordered := orderedArg(r)
+	var n, nMod int64
+	var errs, upserted bson.A
+	for i, v := range stmts {
+		st, ok := v.(bson.D)
+		if !ok {
+			return nil, mongoerr.New(mongoerr.TypeMismatch, "update statement must be an object")
+		}
+		res, werr := e.updateStatement(r, coll, st)
+		if werr != nil {
+			me := mongoerr.From(werr)
+			if me.Code == 40414 || me.Code == 40415 {
+				return nil, me
+			}
+			errs = append(errs, me.WriteError(i))
+			if ordered {
+				break
+			}
+			continue
+		}
+		n += res.matched
+		nMod += res.modified
+		if res.upsertedID != nil {
+			n++
+			upserted = append(upserted, bson.D{{Key: "index", Value: int32(i)}, {Key: "_id", Value: res.upsertedID}})
+		}
+	}
+	extra := bson.D{}
+	if len(upserted) > 0 {
+		extra = append(extra, bson.E{Key: "upserted", Value: upserted})
+	}
+	extra = append(extra, bson.E{Key: "nModified", Value: int32OrInt64(nMod)})
+	return writeReply(n, extra, errs), nil
+}
+
+type updateResult struct {
+	matched, modified int64
+	upsertedID        any
+	before, after     bson.D // for findAndModify
+}
+
+func stmtFields(r *Request, st bson.D, known map[string]bool, cmd string) error {
+	for _, f := range st {
+		sup, ok := known[f.Key]
+		if !ok {
+			return mongoerr.New(40415, "BSON field '%s.%s' is an unknown field.", cmd, f.Key)
+		}
+		if !sup {
+			return mongoerr.New(mongoerr.NotImplemented, "%s option '%s' is not supported by mayfly", cmd, f.Key)
+		}
+		if f.Key == "collation" {
+			if err := checkCollation(f.Value); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (e *Engine) updateStatement(r *Request, coll string, st bson.D) (*updateResult, error) {
+	if err := stmtFields(r, st, updateStmtFields, "update.updates"); err != nil {
+		return nil, err
+	}
+	qv, _ := bsonx.Get(st, "q")
+	q, ok := qv.(bson.D)
+	if !ok {
+		return nil, mongoerr.New(40414, "BSON field 'update.updates.q' is missing but a required field")
+	}
+	u, ok := bsonx.Get(st, "u")
+	if !ok {
+		return nil, mongoerr.New(40414, "BSON field 'update.updates.u' is missing but a required field")
+	}
+	multi := stmtBool(st, "multi")
+	upsert := stmtBool(st, "upsert")
+	af, _ := bsonx.Get(st, "arrayFilters")
+	afa, _ := af.(bson.A)
+	hint, _ := bsonx.Get(st, "hint")
+	if d, ok := hint.(bson.D); ok && len(d) == 0 {
+		hint = nil
+	}
+	upd, err := update.Compile(u, afa)
+	if err != nil {
+		return nil, err
+	}
+	if multi && upd.IsReplacement() {
+		return nil, mongoerr.New(mongoerr.FailedToParse, "multi update is not supported for replacement-style update")
+	}
+	return e.applyUpdate(r, coll, &querySpec{filter: q, hint: hint}, upd, multi, upsert, false)
+}
+
+func stmtBool(st bson.D, key string) bool {
+	v, _ := bsonx.Get(st, key)
+	switch b := v.(type) {
+	case bool:
+		return b
+	case nil:
+		return false
+	}
+	f, ok := bsonx.ToFloat(v)
+	return ok && f != 0
+}
+
+// applyUpdate runs one update (or findAndModify update) statement. Each
+// matched document is re-read and re-matched under its write protection,
+// so concurrent updates never lose each other; an upsert runs entirely
+// under the collection's exclusive lock, so concurrent upserts of one key
+// create one document.
+func (e *Engine) applyUpdate(r *Request, coll string, q *querySpec, upd *update.Update, multi, upsert, wantDocs bool) (*updateResult, error) {
+	var c *Collection
+	var err error
+	if upsert {
+		c, _, err = e.collectionForWrite(r.DB, coll)
+		if err != nil {
+			return nil, err
+		}
+	} else if c = e.cat.Get(r.DB, coll); c == nil {
+		return &updateResult{}, nil
+	}
+	held := false
+	if upsert {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		held = true
+	}
+	res := &updateResult{}
+	for attempt := 0; attempt < 100; attempt++ {
+		cq, err := c.compileQuery(q)
+		if err != nil {
+			return nil, err
+		}
+		limit := 1
+		if multi {
+			limit = 0
+		}
+		ids, err := cq.matchedIDs(r, limit)
+		if err != nil {
+			return nil, err
+		}
+		raced := false
+		for _, id := range ids {
+			found, err := c.withDoc(cq, id, held, func(s *collState, rec *record, doc bson.D, pos int) error {
+				nd, modified, err := upd.Apply(doc, pos, false, e.clock.Now())
+				if err != nil {
+					return err
+				}
+				if err := checkIDUnchanged(doc, nd); err != nil {
+					return err
+				}
+				nd, err = prepareNewDoc(s, nd, false)
+				if err != nil {
+					return err
+				}
+				if err := c.commitDoc(r, s, rec, nd); err != nil {
+					return err
+				}
+				res.matched++
+				if modified {
+					res.modified++
+				}
+				if wantDocs {
+					res.before, res.after = doc, nd
+				}
+				return nil
+			})
+			if err != nil {
+				return res, err
+			}
+			if !found && !multi {
+				raced = true
+			}
+			if found && !multi {
+				return res, nil
+			}
+		}
+		if raced {
+			continue // the document changed under us: match again
+		}
+		if res.matched > 0 || !upsert {
+			return res, nil
+		}
+		// Upsert: insert the seed with the update applied (we hold the
+		// collection exclusively, so nothing can match meanwhile).
+		return res, e.upsertInsert(r, c, q.filter, upd, res, wantDocs)
+	}
+	return res, mongoerr.New(112, "too many concurrent changes to the matched document; retry the write")
+}
+
+func (e *Engine) upsertInsert(r *Request, c *Collection, filter bson.D, upd *update.Update, res *updateResult, wantDocs bool) error {
+	seed, err := update.UpsertSeed(filter)
+	if err != nil {
+		return err
+	}
+	seed = bsonx.Delete(seed, "_ts") // spec §5.3: a filter's _ts is not copied
+	var nd bson.D
+	if upd.IsReplacement() {
+		nd, _, err = upd.Apply(seed, -1, true, e.clock.Now())
+		if id, ok := bsonx.Get(seed, "_id"); ok && err == nil {
+			if _, has := bsonx.Get(nd, "_id"); !has {
+				nd = append(bson.D{{Key: "_id", Value: id}}, nd...)
+			}
+		}
+	} else {
+		nd, _, err = upd.Apply(seed, -1, true, e.clock.Now())
+	}
+	if err != nil {
+		return err
+	}
+	s := c.st()
+	nd, err = prepareNewDoc(s, nd, true)
+	if err != nil {
+		return err
+	}
+	idKey := idKeyOf(nd[0].Value)
+	old, err := c.getRecord(e.kv, idKey)
+	if err != nil {
+		return err
+	}
+	if old != nil && s.visible(old, e.nowMS()) {
+		return dupKeyError(s.meta, nil, nd)
+	}
+	if err := c.commitDoc(r, s, old, nd); err != nil {
+		return err
+	}
+	res.upsertedID = nd[0].Value
+	if wantDocs {
+		res.after = nd
+	}
+	return nil
+}
+
+func checkIDUnchanged(before, after bson.D) error {
+	a, _ := bsonx.Get(before, "_id")
+	b, ok := bsonx.Get(after, "_id")
+	if !ok {
+		return nil // prepareNewDoc restores nothing: replacement keeps _id via update package
+	}
+	if bsonx.Compare(a, b) != 0 || bsonx.TypeNumber(a) != bsonx.TypeNumber(b) {
+		return mongoerr.New(mongoerr.ImmutableField, "Performing an update on the path '_id' would modify the immutable field '_id'")
+	}
+	return nil
+}
+
+var deleteFields = map[string]bool{"delete": true, "deletes": true, "ordered": true, "let": false}
+var deleteStmtFields = map[string]bool{"q": true, "limit": true, "hint": true, "collation": true}
+
+func cmdDelete(e *Engine, r *Request) (bson.D, error) {
+	if err := checkFields(r, deleteFields); err != nil {
+		return nil, err
+	}
+	coll, err := collName(r)
+	if err != nil {
+		return nil, err
+	}
+	stmts, err := arrayArg(r, "deletes")
+	if err != nil {
+		return nil, err
+	}
+	ordered := orderedArg(r)
+	c := e.cat.Get(r.DB, coll)
+	var n int64
+	var errs bson.A
+	for i, v := range stmts {
+		st, ok := v.(bson.D)
+		if !ok {
+			return nil, mongoerr.New(mongoerr.TypeMismatch, "delete statement must be an object")
+		}
+		if err := stmtFields(r, st, deleteStmtFields, "delete.deletes"); err != nil {
+			return nil, err
+		}
+		qv, _ := bsonx.Get(st, "q")
+		q, ok := qv.(bson.D)
+		if !ok {
+			return nil, mongoerr.New(40414, "BSON field 'delete.deletes.q' is missing but a required field")
+		}
+		lv, ok := bsonx.Get(st, "limit")
+		if !ok {
+			return nil, mongoerr.New(40414, "BSON field 'delete.deletes.limit' is missing but a required field")
+		}
+		limit, _ := bsonx.ToInt64(lv)
+		if limit != 0 && limit != 1 {
+			return nil, mongoerr.New(mongoerr.FailedToParse, "The limit field in delete objects must be 0 or 1. Got %v", lv)
+		}
+		if c == nil {
+			continue
+		}
+		hint, _ := bsonx.Get(st, "hint")
+		if d, ok := hint.(bson.D); ok && len(d) == 0 {
+			hint = nil
+		}
+		deleted, werr := c.deleteMatching(r, &querySpec{filter: q, hint: hint}, limit == 1, nil)
+		n += deleted
+		if werr != nil {
+			errs = append(errs, mongoerr.From(werr).WriteError(i))
+			if ordered {
+				break
+			}
+		}
+	}
+	return writeReply(n, nil, errs), nil
+}
+
+// deleteMatching deletes the live documents matching q (one when single).
+func (c *Collection) deleteMatching(r *Request, q *querySpec, single bool, got *bson.D) (int64, error) {
+	var n int64
+	for attempt := 0; attempt < 100; attempt++ {
+		cq, err := c.compileQuery(q)
+		if err != nil {
+			return n, err
+		}
+		limit := 0
+		if single {
+			limit = 1
+		}
+		ids, err := cq.matchedIDs(r, limit)
+		if err != nil {
+			return n, err
+		}
+		raced := false
+		for _, id := range ids {
+			found, err := c.withDoc(cq, id, false, func(s *collState, rec *record, doc bson.D, _ int) error {
+				if got != nil {
+					*got = doc
+				}
+				return c.deleteRecord(r, s, rec)
+			})
+			if err != nil {
+				return n, err
+			}
+			if found {
+				n++
+				if single {
+					return n, nil
+				}
+			} else if single {
+				raced = true
+			}
+		}
+		if !raced {
+			return n, nil
+		}
+	}
+	return n, nil
+}

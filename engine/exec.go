@@ -1,0 +1,326 @@
+package engine
+
+import (
+	"bytes"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mayflydb/mayfly/engine/query"
+	"github.com/mayflydb/mayfly/internal/bsonx"
+	"github.com/mayflydb/mayfly/storage"
+)
+
+// scanStats counts the work a scan did, for explain.
+type scanStats struct {
+	keysExamined int64
+	docsExamined int64
+	nReturned    int64
+	expired      int64
+}
+
+// scanner walks a plan and yields stored records, expired or not. It keeps
+// only its position between batches (no long-lived store iterator or
+// snapshot), so an idle cursor pins nothing and every batch sees the store
+// as it is now: documents deleted or expired meanwhile are not returned.
+type scanner struct {
+	c      *Collection
+	p      *plan
+	rangeI int
+	after  []byte // last key returned within the current range (resume point)
+	iter   storage.Iterator
+	seen   map[string]bool // de-duplication for multikey indexes and $or
+	subI   int
+	sub    *scanner
+	stats  *scanStats
+	done   bool
+}
+
+func newScanner(c *Collection, p *plan, stats *scanStats) *scanner {
+	s := &scanner{c: c, p: p, stats: stats}
+	if p.kind == planIxScan && (p.ix.Multikey || len(p.ranges) > 1) || p.kind == planOr {
+		s.seen = map[string]bool{}
+	}
+	return s
+}
+
+// pause releases the store iterator; the next call resumes after the last
+// key returned.
+func (s *scanner) pause() {
+	if s.iter != nil {
+		s.iter.Close()
+		s.iter = nil
+	}
+	if s.sub != nil {
+		s.sub.pause()
+	}
+}
+
+func (s *scanner) close() { s.pause(); s.done = true }
+
+func (s *scanner) prefix() []byte {
+	m := s.c.Meta()
+	switch s.p.kind {
+	case planIxScan:
+		return indexPrefix(m.ID, s.p.ix.ID)
+	default:
+		return collPrefix(pfxDoc, m.ID)
+	}
+}
+
+func (s *scanner) bounds() (lo, hi []byte) {
+	pre := s.prefix()
+	if s.p.kind == planCollScan {
+		return pre, prefixEnd(pre)
+	}
+	r := s.p.ranges[s.rangeI]
+	lo = cat(pre, r.lo)
+	if r.hi == nil {
+		hi = prefixEnd(pre)
+	} else {
+		hi = cat(pre, r.hi)
+	}
+	return lo, hi
+}
+
+// next returns the next record, or nil at the end.
+func (s *scanner) next() (*record, error) {
+	if s.done || s.p.kind == planEOF {
+		return nil, nil
+	}
+	if s.c.dropped.Load() {
+		return nil, nil
+	}
+	if s.p.kind == planOr {
+		return s.nextOr()
+	}
+	nRanges := len(s.p.ranges)
+	if s.p.kind == planCollScan {
+		nRanges = 1
+	}
+	order := func(i int) int {
+		if s.p.reverse {
+			return nRanges - 1 - i
+		}
+		return i
+	}
+	for s.rangeI < nRanges {
+		saved := s.rangeI
+		s.rangeI = order(saved)
+		lo, hi := s.bounds()
+		s.rangeI = saved
+		if s.iter == nil {
+			it, err := s.c.e.kv.NewIter(lo, hi)
+			if err != nil {
+				return nil, err
+			}
+			s.iter = it
+			var ok bool
+			switch {
+			case s.after == nil && !s.p.reverse:
+				ok = it.First()
+			case s.after == nil:
+				ok = it.Last()
+			case !s.p.reverse:
+				ok = it.SeekGE(append(append([]byte(nil), s.after...), 0))
+			default:
+				ok = it.SeekLT(s.after)
+			}
+			if !ok {
+				if err := it.Error(); err != nil {
+					return nil, err
+				}
+				s.nextRange()
+				continue
+			}
+		} else {
+			var ok bool
+			if s.p.reverse {
+				ok = s.iter.Prev()
+			} else {
+				ok = s.iter.Next()
+			}
+			if !ok {
+				if err := s.iter.Error(); err != nil {
+					return nil, err
+				}
+				s.nextRange()
+				continue
+			}
+		}
+		key := s.iter.Key()
+		s.after = append(s.after[:0], key...)
+		r, err := s.fetch(key, s.iter.Value())
+		if err != nil {
+			return nil, err
+		}
+		if r == nil {
+			continue
+		}
+		return r, nil
+	}
+	s.done = true
+	s.pause()
+	return nil, nil
+}
+
+func (s *scanner) nextRange() {
+	s.iter.Close()
+	s.iter = nil
+	s.after = nil
+	s.rangeI++
+}
+
+func (s *scanner) fetch(key, val []byte) (*record, error) {
+	pre := len(s.prefix())
+	if s.p.kind == planIxScan {
+		s.stats.keysExamined++
+		idKey := val
+		if s.seen != nil {
+			if s.seen[string(idKey)] {
+				return nil, nil
+			}
+			s.seen[string(idKey)] = true
+		}
+		r, err := s.c.getRecord(s.c.e.kv, append([]byte(nil), idKey...))
+		if err != nil || r == nil {
+			return nil, err
+		}
+		s.stats.docsExamined++
+		return r, nil
+	}
+	if s.p.kind == planIDScan {
+		s.stats.keysExamined++
+	}
+	s.stats.docsExamined++
+	r, err := decodeRecord(append([]byte(nil), key[pre:]...), append([]byte(nil), val...))
+	if err != nil {
+		return nil, err
+	}
+	if s.seen != nil {
+		if s.seen[string(r.idKey)] {
+			return nil, nil
+		}
+		s.seen[string(r.idKey)] = true
+	}
+	return r, nil
+}
+
+func (s *scanner) nextOr() (*record, error) {
+	for s.subI < len(s.p.subs) {
+		if s.sub == nil {
+			s.sub = newScanner(s.c, s.p.subs[s.subI], s.stats)
+		}
+		r, err := s.sub.next()
+		if err != nil {
+			return nil, err
+		}
+		if r == nil {
+			s.sub = nil
+			s.subI++
+			continue
+		}
+		if s.seen[string(r.idKey)] {
+			continue
+		}
+		s.seen[string(r.idKey)] = true
+		return r, nil
+	}
+	s.done = true
+	return nil, nil
+}
+
+// matchedDoc is a live document that passed the filter.
+type matchedDoc struct {
+	rec      *record
+	doc      bson.D // decoded, with _ts appended when the query uses it
+	deadline int64
+	pos      int
+}
+
+// matchIter yields the live documents of a scan that match a filter: the
+// one place reads apply the TTL rule (expired = absent) before filtering.
+type matchIter struct {
+	c       *Collection
+	sc      *scanner
+	m       *query.Matcher
+	withTS  bool
+	stats   *scanStats
+	rawOnly bool // no filter: callers may use rec.raw without decoding
+}
+
+func (c *Collection) newMatchIter(p *plan, m *query.Matcher, withTS bool, stats *scanStats) *matchIter {
+	return &matchIter{c: c, sc: newScanner(c, p, stats), m: m, withTS: withTS, stats: stats}
+}
+
+func (mi *matchIter) next() (*matchedDoc, error) {
+	for {
+		r, err := mi.sc.next()
+		if err != nil || r == nil {
+			return nil, err
+		}
+		st := mi.c.st()
+		dl := st.deadline(r)
+		if dl != ttlNever && dl <= mi.c.e.nowMS() {
+			mi.stats.expired++
+			continue
+		}
+		if mi.m == nil && !mi.withTS && mi.rawOnly {
+			return &matchedDoc{rec: r, deadline: dl, pos: -1}, nil
+		}
+		d, err := r.doc()
+		if err != nil {
+			return nil, err
+		}
+		if mi.withTS {
+			d = append(d, bson.E{Key: "_ts", Value: r.ts})
+		}
+		pos := -1
+		if mi.m != nil {
+			ok, p := mi.m.MatchesPos(d)
+			if !ok {
+				continue
+			}
+			pos = p
+		}
+		return &matchedDoc{rec: r, doc: d, deadline: dl, pos: pos}, nil
+	}
+}
+
+// mentionsTS reports whether a filter, sort or projection names the _ts
+// system property (spec §5.2), so documents must carry it while queried.
+func mentionsTS(specs ...bson.D) bool {
+	for _, s := range specs {
+		if containsKey(s, "_ts") {
+			return true
+		}
+	}
+	return false
+}
+
+func containsKey(v any, key string) bool {
+	switch x := v.(type) {
+	case bson.D:
+		for _, e := range x {
+			if e.Key == key || containsKey(e.Value, key) {
+				return true
+			}
+			if s, ok := e.Value.(string); ok && s == "$"+key {
+				return true
+			}
+		}
+	case bson.A:
+		for _, e := range x {
+			if containsKey(e, key) {
+				return true
+			}
+			if s, ok := e.(string); ok && s == "$"+key {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func stripTS(d bson.D) bson.D { return bsonx.Delete(d, "_ts") }
+
+func bytesHasPrefix(b, p []byte) bool { return bytes.HasPrefix(b, p) }

@@ -1,0 +1,249 @@
+package engine
+
+import (
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mayflydb/mayfly/internal/bsonx"
+	"github.com/mayflydb/mayfly/internal/mongoerr"
+	"github.com/mayflydb/mayfly/ttl"
+)
+
+// prepareNewDoc checks a document about to be stored (insert, replacement,
+// update result, upsert) and returns it with _id first: mongod's rules for
+// _id and field names, spec §5.3 (no client _ts) and §4.1 (valid ttl while
+// TTL is on).
+func prepareNewDoc(s *collState, d bson.D, generateID bool) (bson.D, error) {
+	idIdx := -1
+	for i, f := range d {
+		switch {
+		case f.Key == "_id":
+			idIdx = i
+		case f.Key == "_ts":
+			return nil, mongoerr.New(mongoerr.BadValue, "_ts is a system property maintained by the server: a document cannot set it")
+		case strings.HasPrefix(f.Key, "$"):
+			return nil, mongoerr.New(mongoerr.DollarPrefixedFieldName, "Document can't have $ prefixed field names: %s", f.Key)
+		case f.Key == "":
+			return nil, mongoerr.New(mongoerr.EmptyFieldName, "Document can't have empty field names")
+		}
+	}
+	if idIdx < 0 {
+		if !generateID {
+			return nil, mongoerr.New(mongoerr.InvalidIdField, "document is missing _id")
+		}
+		d = append(bson.D{{Key: "_id", Value: bson.NewObjectID()}}, d...)
+	} else if idIdx > 0 {
+		id := d[idIdx]
+		out := make(bson.D, 0, len(d))
+		out = append(out, id)
+		out = append(out, d[:idIdx]...)
+		d = append(out, d[idIdx+1:]...)
+	}
+	switch id := d[0].Value.(type) {
+	case bson.A:
+		return nil, mongoerr.New(mongoerr.InvalidIdField, "The '_id' value cannot be of type array")
+	case bson.Regex:
+		return nil, mongoerr.New(mongoerr.InvalidIdField, "can't use a regex for _id")
+	case bson.Undefined:
+		return nil, mongoerr.New(mongoerr.InvalidIdField, "can't use a undefined for _id")
+	case bson.D:
+		for _, f := range id {
+			if strings.HasPrefix(f.Key, "$") {
+				return nil, mongoerr.New(mongoerr.DollarPrefixedFieldName, "_id fields may not contain '$'-prefixed fields: %s is not valid for storage.", f.Key)
+			}
+		}
+	}
+	if s.meta.HasTTL {
+		if err := ttl.ValidateDocTTL(d); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// nowTS is _ts for a write happening now (Unix seconds, spec §1).
+func (e *Engine) nowTS() int64 { return e.nowMS() / 1000 }
+
+// commitDoc writes one document change in its own atomic batch.
+func (c *Collection) commitDoc(r *Request, s *collState, old *record, newDoc bson.D) error {
+	b := c.e.kv.NewBatch()
+	defer b.Close()
+	size, err := c.writeDoc(b, s, old, newDoc, c.e.nowTS())
+	if err != nil {
+		return err
+	}
+	if err := b.Commit(r.SyncRequested()); err != nil {
+		return err
+	}
+	c.ensureStats()
+	if old == nil {
+		c.nDocs.Add(1)
+		c.size.Add(int64(size))
+	} else {
+		c.size.Add(int64(size - len(old.raw)))
+	}
+	return nil
+}
+
+// insertOne stores a new document; an expired holder of its _id is
+// replaced (spec §6.3).
+func (c *Collection) insertOne(r *Request, d bson.D) error {
+	s := c.st()
+	d, err := prepareNewDoc(s, d, true)
+	if err != nil {
+		return err
+	}
+	idKey := idKeyOf(d[0].Value)
+	unlock := c.lockDoc(idKey, false)
+	defer unlock()
+	if c.dropped.Load() {
+		return mongoerr.New(mongoerr.NamespaceNotFound, "collection was dropped")
+	}
+	s = c.st()
+	old, err := c.getRecord(c.e.kv, idKey)
+	if err != nil {
+		return err
+	}
+	if old != nil && s.visible(old, c.e.nowMS()) {
+		return dupKeyError(s.meta, nil, d)
+	}
+	return c.commitDoc(r, s, old, d)
+}
+
+// withDoc re-reads a matched document under its write protection, checks
+// it is still live and still matches, and hands it to fn. found is false
+// when the document changed away meanwhile (the caller moves on or
+// retries). With held the caller already holds the collection exclusively.
+func (c *Collection) withDoc(cq *compiledQuery, idKey []byte, held bool, fn func(s *collState, rec *record, doc bson.D, pos int) error) (found bool, err error) {
+	if !held {
+		unlock := c.lockDoc(idKey, false)
+		defer unlock()
+	}
+	if c.dropped.Load() {
+		return false, nil
+	}
+	s := c.st()
+	rec, err := c.getRecord(c.e.kv, idKey)
+	if err != nil || rec == nil || !s.visible(rec, c.e.nowMS()) {
+		return false, err
+	}
+	doc, err := rec.doc()
+	if err != nil {
+		return false, err
+	}
+	mdoc := doc
+	if cq.withTS {
+		mdoc = append(bsonx.CloneD(doc), bson.E{Key: "_ts", Value: rec.ts})
+	}
+	pos := -1
+	if cq.m != nil {
+		ok, p := cq.m.MatchesPos(mdoc)
+		if !ok {
+			return false, nil
+		}
+		pos = p
+	}
+	return true, fn(s, rec, doc, pos)
+}
+
+// matchedIDs runs a query and returns the _id keys of the live matches
+// (all of them, or the first limit), so writes never revisit a document
+// they moved within the scanned index.
+func (cq *compiledQuery) matchedIDs(r *Request, limit int) ([][]byte, error) {
+	if cq.srt != nil {
+		src, err := cq.sortedRecords()
+		if err != nil {
+			return nil, err
+		}
+		var out [][]byte
+		for _, md := range src {
+			out = append(out, md.rec.idKey)
+			if limit > 0 && len(out) >= limit {
+				break
+			}
+		}
+		return out, nil
+	}
+	mi := cq.matches()
+	mi.rawOnly = cq.m == nil
+	defer mi.sc.close()
+	var out [][]byte
+	for {
+		if len(out)%1024 == 1023 {
+			if err := r.CheckDeadline(); err != nil {
+				return nil, err
+			}
+		}
+		md, err := mi.next()
+		if err != nil {
+			return nil, err
+		}
+		if md == nil {
+			return out, nil
+		}
+		out = append(out, md.rec.idKey)
+		if limit > 0 && len(out) >= limit {
+			return out, nil
+		}
+	}
+}
+
+// sortedRecords returns the matches in sort order (findAndModify's sort).
+func (cq *compiledQuery) sortedRecords() ([]*matchedDoc, error) {
+	mi := cq.matches()
+	src, err := cq.sortAll(mi)
+	if err != nil {
+		return nil, err
+	}
+	ss, ok := src.(*sortedSource)
+	if !ok {
+		return nil, nil
+	}
+	return ss.docs, nil
+}
+
+// deleteMatched removes a document found by withDoc.
+func (c *Collection) deleteRecord(r *Request, s *collState, rec *record) error {
+	b := c.e.kv.NewBatch()
+	defer b.Close()
+	if err := c.deleteDoc(b, s, rec); err != nil {
+		return err
+	}
+	if err := b.Commit(r.SyncRequested()); err != nil {
+		return err
+	}
+	c.ensureStats()
+	c.nDocs.Add(-1)
+	c.size.Add(-int64(len(rec.raw)))
+	return nil
+}
+
+// ensureStats initialises the stored-document counters once per collection
+// (by a scan, under the exclusive lock so writers are excluded), after
+// which writers keep them exact.
+func (c *Collection) ensureStats() {
+	c.statsOnce.Do(func() {
+		m := c.Meta()
+		p := collPrefix(pfxDoc, m.ID)
+		it, err := c.e.kv.NewIter(p, prefixEnd(p))
+		if err != nil {
+			return
+		}
+		defer it.Close()
+		var n, sz int64
+		for ok := it.First(); ok; ok = it.Next() {
+			n++
+			sz += int64(len(it.Value()) - headerLen)
+		}
+		c.nDocs.Store(n)
+		c.size.Store(sz)
+	})
+}
+
+// statsLocked initialises counters from outside a write path.
+func (c *Collection) initStats() {
+	c.mu.Lock()
+	c.ensureStats()
+	c.mu.Unlock()
+}
