@@ -122,7 +122,7 @@ func (a *sortAcc) add(v any) {
 
 func sortValue(doc bson.D, k sortKey) any {
 	acc := sortAcc{desc: k.desc}
-	collectSort(doc, k.path, 0, &acc)
+	collectSortDoc(doc, k.path, 0, &acc)
 	if !acc.set {
 		return nil
 	}
@@ -150,12 +150,7 @@ func collectSort(v any, p fieldPath, i int, acc *sortAcc) {
 	}
 	switch x := v.(type) {
 	case bson.D:
-		child, ok := lookup(x, p.parts[i])
-		if !ok {
-			acc.add(nil)
-			return
-		}
-		collectSort(child, p, i+1, acc)
+		collectSortDoc(x, p, i, acc)
 	case bson.A:
 		if k := p.idx[i]; k >= 0 {
 			if k < len(x) {
@@ -171,7 +166,7 @@ func collectSort(v any, p fieldPath, i int, acc *sortAcc) {
 		}
 		for _, e := range x {
 			if d, ok := e.(bson.D); ok {
-				collectSort(d, p, i, acc)
+				collectSortDoc(d, p, i, acc)
 			} else {
 				acc.add(nil)
 			}
@@ -179,6 +174,17 @@ func collectSort(v any, p fieldPath, i int, acc *sortAcc) {
 	default:
 		acc.add(nil)
 	}
+}
+
+// collectSortDoc continues collectSort inside a document (kept apart so a
+// bson.D is never boxed into an interface, which would allocate).
+func collectSortDoc(d bson.D, p fieldPath, i int, acc *sortAcc) {
+	child, ok := lookup(d, p.parts[i])
+	if !ok {
+		acc.add(nil)
+		return
+	}
+	collectSort(child, p, i+1, acc)
 }
 
 // DefaultSortMemoryLimit is mongod's internalQueryMaxBlockingSortMemoryUsageBytes:
@@ -247,12 +253,13 @@ func valueSize(v any) int64 {
 // DocSize; when a limit is set and exceeded, Push fails with
 // SortMemoryLimitError, as mongod does when disk use is not allowed.
 type TopK struct {
-	s     *Sort
-	k     int
-	limit int64
-	mem   int64
-	seq   int64
-	items topItems
+	s       *Sort
+	k       int
+	limit   int64
+	mem     int64
+	seq     int64
+	items   topItems
+	scratch []any
 }
 
 type topItem struct {
@@ -270,19 +277,29 @@ func NewTopK(s *Sort, k int, memLimit int64) *TopK {
 
 // Push adds a document. The document is retained, not copied.
 func (t *TopK) Push(doc bson.D) error {
-	it := topItem{keys: t.s.Keys(doc), doc: doc, seq: t.seq}
+	seq := t.seq
 	t.seq++
 	if t.k > 0 && len(t.items.list) >= t.k {
 		// Heap top is the worst kept item; replace it only if doc sorts
 		// strictly before it (later equal items lose, keeping stability).
-		if t.items.less(0, &it) {
+		// The key goes to a scratch buffer first: most documents of a
+		// large input are rejected here and should cost no allocation.
+		if t.scratch == nil {
+			t.scratch = make([]any, len(t.s.keys))
+		}
+		for i, k := range t.s.keys {
+			t.scratch[i] = sortValue(doc, k)
+		}
+		if t.s.CompareKeys(t.items.list[0].keys, t.scratch) <= 0 {
 			return nil
 		}
+		it := topItem{keys: append([]any(nil), t.scratch...), doc: doc, seq: seq}
 		it.size = DocSize(doc)
 		t.mem += it.size - t.items.list[0].size
 		t.items.list[0] = it
 		heap.Fix(&t.items, 0)
 	} else {
+		it := topItem{keys: t.s.Keys(doc), doc: doc, seq: seq}
 		it.size = DocSize(doc)
 		t.mem += it.size
 		if t.k > 0 {
@@ -327,10 +344,6 @@ func (h *topItems) before(a, b *topItem) bool {
 	}
 	return a.seq < b.seq
 }
-
-// less reports whether the heap item i sorts before it (so it would not
-// displace i).
-func (h *topItems) less(i int, it *topItem) bool { return h.before(&h.list[i], it) }
 
 func (h *topItems) Len() int           { return len(h.list) }
 func (h *topItems) Less(i, j int) bool { return h.before(&h.list[j], &h.list[i]) }
