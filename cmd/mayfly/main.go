@@ -1,0 +1,139 @@
+// Command mayfly runs the mayfly server: a MongoDB-compatible document
+// database. Flags follow mongod's where mongod has one (--bind_ip, --port,
+// --dbpath), so that muscle memory and scripts carry over.
+//
+// Logs go to stderr; stdout stays empty except for --version and --help,
+// so that the binary composes in pipelines.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/server"
+	"github.com/mayflydb/mayfly/storage/pebblekv"
+)
+
+// Exit codes. mongod's are reused where it has one, so that supervisors
+// written for mongod read them the same way.
+const (
+	exitOK         = 0
+	exitFailure    = 1
+	exitBadOptions = 2
+	exitAddrInUse  = 48  // mongod exits 48 when it cannot bind its port
+	exitDBPathLock = 100 // mongod exits 100 when the dbpath is locked by another mongod
+)
+
+// shutdownTimeout bounds how long a signal waits for requests in flight.
+const shutdownTimeout = 10 * time.Second
+
+func main() {
+	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		bind       = fs.String("bind", "127.0.0.1", "address to listen on")
+		port       = fs.Int("port", 27017, "port to listen on (0 picks a free one)")
+		dbpath     = fs.String("dbpath", "./data", "data directory (created if missing)")
+		logLevel   = fs.String("log-level", "info", "log level: debug|info|warn|error")
+		logFormat  = fs.String("log-format", "console", "log format: json|console")
+		reaperRate = fs.Int("reaper-rate", 0, "maximum TTL deletions per second (0 = unlimited)")
+		version    = fs.Bool("version", false, "print the version and exit")
+	)
+	fs.StringVar(bind, "bind_ip", "127.0.0.1", "same as --bind (mongod's spelling)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: mayfly [flags]\n\nmayfly is a MongoDB-compatible document database server.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return exitOK
+		}
+		return exitBadOptions
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "mayfly: unexpected arguments: %v\n", fs.Args())
+		return exitBadOptions
+	}
+	if *version {
+		fmt.Fprintf(stdout, "mayfly (MongoDB %s compatible)\n", engine.Version)
+		return exitOK
+	}
+	log, err := newLogger(*logLevel, *logFormat, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "mayfly: %v\n", err)
+		return exitBadOptions
+	}
+	defer log.Sync() //nolint:errcheck // stderr sync errors are meaningless
+
+	parsed := map[string]any{"net.bindIp": *bind, "net.port": int32(*port), "storage.dbPath": *dbpath}
+	if *reaperRate != 0 {
+		parsed["ttl.reaperRate"] = int32(*reaperRate)
+	}
+	srv, err := server.Start(server.Config{
+		Bind: *bind, Port: *port, DBPath: *dbpath, Logger: log, ReaperRate: *reaperRate,
+		Argv: args, Parsed: parsed, ShutdownTimeout: shutdownTimeout,
+	})
+	if err != nil {
+		log.Error("startup failed", zap.Error(err))
+		fmt.Fprintf(stderr, "mayfly: %v\n", err)
+		switch {
+		case errors.Is(err, server.ErrAddrInUse):
+			return exitAddrInUse
+		case errors.Is(err, pebblekv.ErrLocked):
+			return exitDBPathLock
+		}
+		return exitFailure
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+	stop() // a second signal now kills the process the default way
+	log.Info("signal received; shutting down", zap.Duration("maxWait", shutdownTimeout))
+	if err := srv.Close(); err != nil {
+		log.Error("shutdown failed", zap.Error(err))
+		return exitFailure
+	}
+	return exitOK
+}
+
+// newLogger builds the zap logger writing to w (stderr).
+func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
+	var lvl zapcore.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil || lvl < zapcore.DebugLevel || lvl > zapcore.ErrorLevel {
+		return nil, fmt.Errorf("invalid --log-level %q: want debug, info, warn or error", level)
+	}
+	ec := zap.NewProductionEncoderConfig()
+	ec.TimeKey = "t"
+	ec.EncodeTime = zapcore.ISO8601TimeEncoder
+	ec.EncodeDuration = zapcore.StringDurationEncoder
+	var enc zapcore.Encoder
+	switch format {
+	case "json":
+		enc = zapcore.NewJSONEncoder(ec)
+	case "console":
+		ec.EncodeLevel = zapcore.CapitalLevelEncoder
+		enc = zapcore.NewConsoleEncoder(ec)
+	default:
+		return nil, fmt.Errorf("invalid --log-format %q: want json or console", format)
+	}
+	core := zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), lvl)
+	return zap.New(core, zap.ErrorOutput(zapcore.Lock(zapcore.AddSync(w)))), nil
+}

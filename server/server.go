@@ -1,0 +1,190 @@
+// Package server assembles a running mayfly: the Pebble store, the engine
+// and the wire server, in the one order both the binary and the tests use,
+// so that what the tests start is what ships.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/storage/pebblekv"
+	"github.com/mayflydb/mayfly/ttl"
+	"github.com/mayflydb/mayfly/wire"
+)
+
+// Config describes one server.
+type Config struct {
+	// Bind is the address to listen on (default 127.0.0.1).
+	Bind string
+	// Port to listen on; 0 picks a free one (see Addr).
+	Port int
+	// DBPath is the data directory, created if missing. Ignored with
+	// InMemory.
+	DBPath string
+	// InMemory keeps the store in memory: nothing survives Close.
+	InMemory bool
+	Logger   *zap.Logger
+	// Clock decides expiry; nil means the system clock.
+	Clock ttl.Clock
+	// ReaperRate caps TTL deletions per second (0 = unlimited).
+	ReaperRate int
+	// Argv is the command line, for getCmdLineOpts.
+	Argv []string
+	// Parsed is the parsed command line, for getCmdLineOpts, with mongod's
+	// dotted names ("net.port", "storage.dbPath").
+	Parsed map[string]any
+	// ShutdownTimeout bounds how long Close waits for requests in flight
+	// (default 10 s).
+	ShutdownTimeout time.Duration
+}
+
+// Server is a running mayfly.
+type Server struct {
+	cfg    Config
+	log    *zap.Logger
+	store  *pebblekv.Store
+	engine *engine.Engine
+	wire   *wire.Server
+	ln     net.Listener
+	served chan error
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// errAddrInUse is the listen error for a taken port.
+var errAddrInUse = syscall.EADDRINUSE
+
+// ErrAddrInUse matches (errors.Is) Start's error when the port is taken.
+var ErrAddrInUse = errors.New("address already in use")
+
+// Start opens the store, opens the engine over it and starts serving. On
+// error nothing is left open.
+func Start(cfg Config) (*Server, error) {
+	if cfg.Bind == "" {
+		cfg.Bind = "127.0.0.1"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = 10 * time.Second
+	}
+	log := cfg.Logger
+	s := &Server{cfg: cfg, log: log, served: make(chan error, 1)}
+
+	// Listen first: a taken port is the most common startup failure and
+	// is cheaper to report before the store has been opened and replayed.
+	addr := net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if errors.Is(err, errAddrInUse) {
+			return nil, fmt.Errorf("cannot listen on %s: %w (is another mayfly or mongod running on port %d?)", addr, ErrAddrInUse, cfg.Port)
+		}
+		return nil, fmt.Errorf("cannot listen on %s: %w", addr, err)
+	}
+	s.ln = ln
+
+	dir := cfg.DBPath
+	if cfg.InMemory {
+		if dir == "" {
+			dir = "mem"
+		}
+	} else {
+		if dir == "" {
+			ln.Close()
+			return nil, errors.New("no data directory given (--dbpath)")
+		}
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("data directory %s is unusable: %w", dir, err)
+		}
+	}
+	store, err := pebblekv.Open(dir, pebblekv.Options{InMemory: cfg.InMemory, Logger: log.Named("pebble")})
+	if err != nil {
+		ln.Close()
+		if errors.Is(err, pebblekv.ErrLocked) {
+			return nil, fmt.Errorf("cannot open data directory %s: another mayfly process is using it (its LOCK file is held): %w", dir, err)
+		}
+		return nil, fmt.Errorf("cannot open data directory %s: %w", dir, err)
+	}
+	s.store = store
+
+	tcp := ln.Addr().(*net.TCPAddr)
+	eng, err := engine.Open(engine.Config{
+		KV:     store,
+		Logger: log,
+		Clock:  cfg.Clock,
+		ServerInfo: engine.ServerInfo{
+			CmdLineArgv:   cfg.Argv,
+			CmdLineParsed: cfg.Parsed,
+			Host:          cfg.Bind,
+			Port:          tcp.Port,
+			ConnStats: func() (int64, int64, int64, int64, int64) {
+				st := s.wire.Stats()
+				return st.Current, st.TotalCreated, st.BytesIn, st.BytesOut, st.NumRequests
+			},
+		},
+		Reaper: engine.ReaperConfig{Rate: cfg.ReaperRate},
+	})
+	if err != nil {
+		ln.Close()
+		store.Close()
+		return nil, fmt.Errorf("cannot open the database in %s: %w", dir, err)
+	}
+	s.engine = eng
+	s.wire = wire.NewServer(eng, wire.Options{Logger: log.Named("wire")})
+	go func() { s.served <- s.wire.Serve(ln) }()
+	log.Info("waiting for connections", zap.String("address", s.Addr()), zap.String("dbpath", dir), zap.Bool("inMemory", cfg.InMemory))
+	return s, nil
+}
+
+// Addr is the listening address, host:port.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// URI is a connection string for the server.
+func (s *Server) URI() string { return "mongodb://" + s.Addr() + "/" }
+
+// Engine is the database behind the server.
+func (s *Server) Engine() *engine.Engine { return s.engine }
+
+// Stats are the wire layer's connection and network counters.
+func (s *Server) Stats() wire.Stats { return s.wire.Stats() }
+
+// Close shuts down gracefully: stop accepting, let requests in flight
+// finish (up to Config.ShutdownTimeout), close the engine, then the store,
+// so that nothing is written to a closed store.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.close() })
+	return s.closeErr
+}
+
+func (s *Server) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	var errs []error
+	if err := s.wire.Shutdown(ctx); err != nil {
+		s.log.Warn("requests still running at shutdown were cut off", zap.Error(err))
+	}
+	if err := <-s.served; err != nil && !errors.Is(err, wire.ErrServerClosed) {
+		errs = append(errs, err)
+	}
+	if err := s.engine.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("closing the engine: %w", err))
+	}
+	if err := s.store.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("closing the store: %w", err))
+	}
+	s.log.Info("shutdown complete")
+	return errors.Join(errs...)
+}
