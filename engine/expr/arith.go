@@ -113,7 +113,7 @@ func mul64(x, y int64) (bool, int64) {
 func isZero(v any) bool {
 	switch n := v.(type) {
 	case bson.Decimal128:
-		return n.IsZero()
+		return decIsZero(n)
 	}
 	f, _ := bsonx.ToFloat(v)
 	return f == 0

@@ -288,3 +288,10 @@ func decimalFromString(s string) (bson.Decimal128, bool) {
 type bigInt = big.Int
 
 var bigOne = big.NewInt(1)
+
+// decIsZero reports a zero decimal of any exponent (the driver's IsZero only
+// recognizes the all-zero bit pattern).
+func decIsZero(v bson.Decimal128) bool {
+	d, ok := toDec(v)
+	return ok && d.coef.Sign() == 0
+}

@@ -149,7 +149,7 @@ func Truthy(v any) bool {
 	case float64:
 		return x != 0
 	case bson.Decimal128:
-		return !x.IsZero()
+		return !decIsZero(x)
 	}
 	return !bsonx.IsMissing(v)
 }

@@ -9,10 +9,18 @@ import (
 
 // Comparison, boolean and conditional operators.
 
-// cmpValue compares two expression values; Missing compares as null (it
-// ranks as null in bsonx.Compare) but with no distinction from it, which
-// matches mongod's aggregation comparisons.
-func cmpValue(a, b any) int { return bsonx.Compare(a, b) }
+// cmpValue compares two expression values. In aggregation comparisons a
+// missing value ranks with undefined, below null (so {$eq: ["$nope", null]}
+// is false), unlike in sorts and indexes where it equals null.
+func cmpValue(a, b any) int {
+	if bsonx.IsMissing(a) {
+		a = bson.Undefined{}
+	}
+	if bsonx.IsMissing(b) {
+		b = bson.Undefined{}
+	}
+	return bsonx.Compare(a, b)
+}
 
 type andOr struct {
 	args []Expr
