@@ -67,7 +67,7 @@ func CompileRegex(pattern, options string) (*regexp.Regexp, error) {
 			return nil, mongoerr.New(51108, "invalid flag in regex options: %c", c)
 		}
 	}
-	src := translatePCRE(pattern, extended)
+	src := translatePCRE(pattern, extended, !containsByte(flags, 'm') && !inlineMultiline.MatchString(pattern))
 	if len(flags) > 0 {
 		src = "(?" + string(flags) + ")" + src
 	}
@@ -83,6 +83,10 @@ func CompileRegex(pattern, options string) (*regexp.Regexp, error) {
 	return re, nil
 }
 
+// inlineMultiline spots a (?m) style flag group inside a pattern, which
+// makes $ mean end of line.
+var inlineMultiline = regexp.MustCompile(`\(\?[a-zA-Z]*m`)
+
 func containsByte(b []byte, c byte) bool {
 	for _, x := range b {
 		if x == c {
@@ -93,11 +97,13 @@ func containsByte(b []byte, c byte) bool {
 }
 
 // translatePCRE rewrites the few PCRE spellings RE2 lacks but can express:
-// \Z (end or before a final newline) and \h (horizontal space), and applies
-// extended mode. Everything else is passed through for RE2 to accept or
-// reject.
-func translatePCRE(p string, extended bool) string {
-	if !extended && !strings.Contains(p, `\Z`) && !strings.Contains(p, `\h`) {
+// \Z and, outside multiline mode, $ (both: end of subject or before a final
+// newline; only whether a match exists matters here, so consuming that
+// newline is harmless) and \h (horizontal space), and applies extended
+// mode. Everything else is passed through for RE2 to accept or reject.
+func translatePCRE(p string, extended, dollarEnd bool) string {
+	if !extended && !strings.Contains(p, `\Z`) && !strings.Contains(p, `\h`) &&
+		!(dollarEnd && strings.Contains(p, "$")) {
 		return p
 	}
 	var b strings.Builder
@@ -141,6 +147,10 @@ func translatePCRE(p string, extended bool) string {
 				b.WriteByte(']')
 				i++
 			}
+			continue
+		}
+		if c == '$' && dollarEnd {
+			b.WriteString(`(?:\n?\z)`)
 			continue
 		}
 		if extended {
