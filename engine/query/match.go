@@ -223,6 +223,11 @@ type pathNode struct {
 }
 
 func (n *pathNode) match(doc bson.D) (bool, int, error) {
+	if len(n.path.parts) == 0 {
+		// Path-less predicates (children of a value $elemMatch) are only
+		// ever applied through matchElem.
+		return false, -1, nil
+	}
 	ok, pos := n.walkDoc(doc, 0)
 	return ok, pos, nil
 }
@@ -747,6 +752,9 @@ func (p *parser) parseOp(fp fieldPath, op string, v any, depth int) (node, error
 	case "$lt", "$lte", "$gt", "$gte":
 		if _, ok := v.(bson.Undefined); ok {
 			return nil, badValue("cannot compare to undefined")
+		}
+		if _, ok := v.(bson.Regex); ok {
+			return nil, badValue("Can't have RegEx as arg to predicate over field '%s'.", fp.full)
 		}
 		cop := map[string]int{"$lt": opLT, "$lte": opLTE, "$gt": opGT, "$gte": opGTE}[op]
 		return path(newCmpPred(cop, v)), nil
