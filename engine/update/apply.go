@@ -26,6 +26,20 @@ type applier struct {
 	id     any
 	hasID  bool
 	idPath string // the first path that changed something under _id
+	// modified is set by every change an operator reports; it is mongod's
+	// "not a no-op", which counts towards nModified.
+	modified bool
+	// virt is set while operators run below a path that does not exist: the
+	// last existing container and the first missing component, which decide
+	// whether the path could be created (checkViability).
+	virt *virtual
+}
+
+type virtual struct {
+	c     any
+	cname string
+	first string
+	path  []string // path of the first missing component
 }
 
 func join(p []string) string { return strings.Join(p, ".") }
@@ -49,6 +63,7 @@ func (a *applier) idElem() string {
 // depend only on the path: _id is immutable and top-level $-prefixed fields
 // may not be written by an update (only by an insert/upsert).
 func (a *applier) touched(p []string) error {
+	a.modified = true
 	if p[0] == "_id" && a.idPath == "" {
 		a.idPath = join(p)
 	}
@@ -151,7 +166,13 @@ func (a *applier) applyChild(ch *node, c any, cname, name string, p []string) er
 	// that is attached only if something was created, so that operators
 	// which do not create paths ($unset, $pull, …) leave no trace.
 	ph := &obj{}
-	if err := a.applyObj(ch, ph, name, cp); err != nil {
+	saved := a.virt
+	if a.virt == nil {
+		a.virt = &virtual{c: c, cname: cname, first: name, path: cp}
+	}
+	err := a.applyObj(ch, ph, name, cp)
+	a.virt = saved
+	if err != nil {
 		return err
 	}
 	if len(ph.f) == 0 {
@@ -200,7 +221,7 @@ func (a *applier) leafMissing(l *leaf, c any, cname, name string, p []string) er
 	case "$currentDate":
 		v = a.currentDate(l)
 	case "$push":
-		v = a.push(l, bson.A{})
+		v, _ = a.push(l, bson.A{})
 	case "$addToSet":
 		v = slices.Clone(l.each)
 	case "$bit":
@@ -218,13 +239,32 @@ func (a *applier) leafMissing(l *leaf, c any, cname, name string, p []string) er
 			return err
 		}
 		return create(c, cname, name, src)
-	default: // $unset, $pop, $pull, $pullAll and the $rename source: no-op
+	case "$pop", "$pull", "$pullAll":
+		// No-ops, but mongod still refuses a path that could never exist.
+		return a.checkViability(c, cname, name, p)
+	default: // $unset and the $rename source: no-op
 		return nil
 	}
 	if err := a.touched(p); err != nil {
 		return err
 	}
 	return create(c, cname, name, toM(v))
+}
+
+func (a *applier) checkViability(c any, cname, name string, p []string) error {
+	if a.virt != nil {
+		c, cname, name = a.virt.c, a.virt.cname, a.virt.first
+	}
+	switch x := c.(type) {
+	case *obj:
+		return nil
+	case *arr:
+		if _, ok := arrayIndex(name); ok {
+			return nil
+		}
+		_ = x
+	}
+	return mongoerr.New(mongoerr.PathNotViable, "Cannot use the part (%s) of (%s) to traverse the element ({%s})", name, join(p), fmtElem(cname, c))
 }
 
 // leafExisting applies an operator to an existing value v.
@@ -271,9 +311,15 @@ func (a *applier) leafExisting(l *leaf, c any, name string, v any, p []string) e
 	case "$push":
 		ar, ok := old.(bson.A)
 		if !ok {
-			return mongoerr.New(mongoerr.BadValue, "The field '%s' must be an array but is of type %s in document %s", name, bsonx.TypeName(old), a.idElem())
+			return mongoerr.New(mongoerr.BadValue, "The field '%s' must be an array but is of type %s in document {%s}", join(p), bsonx.TypeName(old), a.idText())
 		}
-		nv = a.push(l, ar)
+		var changed bool
+		nv, changed = a.push(l, ar)
+		if changed && identical(old, nv) {
+			// Sorting or slicing counts as a change even when it leaves
+			// the array as it was, as in mongod.
+			return a.touched(p)
+		}
 	case "$addToSet":
 		ar, ok := old.(bson.A)
 		if !ok {
@@ -363,7 +409,10 @@ func (a *applier) currentDate(l *leaf) any {
 }
 
 // push inserts $each at $position, then sorts, then slices, as mongod does.
-func (a *applier) push(l *leaf, cur bson.A) bson.A {
+// changed is mongod's notion of "not a no-op": something was pushed, or a
+// sort ran, or the slice removed elements.
+func (a *applier) push(l *leaf, cur bson.A) (bson.A, bool) {
+	changed := len(l.each) > 0 || l.hasSort
 	out := make(bson.A, 0, len(cur)+len(l.each))
 	at := int64(len(cur))
 	if l.position != nil {
@@ -391,12 +440,12 @@ func (a *applier) push(l *leaf, cur bson.A) bson.A {
 		n := *l.slice
 		switch {
 		case n >= 0 && n < int64(len(out)):
-			out = out[:n]
+			out, changed = out[:n], true
 		case n < 0 && -n < int64(len(out)):
-			out = out[int64(len(out))+n:]
+			out, changed = out[int64(len(out))+n:], true
 		}
 	}
-	return out
+	return out, changed
 }
 
 func (a *applier) bit(l *leaf, cur any, name string) (any, error) {

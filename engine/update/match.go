@@ -19,11 +19,11 @@ type matcher interface {
 // notion of matching.
 func compileFilter(filter bson.D) (matcher, error) { return query.Compile(filter) }
 
-// compileSort builds the comparator of $push's {$sort: {field: ±1}}: fields
-// compare in bsonx order, a missing field (or a non-document element) as
-// null.
-// TODO: switch to query.CompileSort once it is committed, so that array
-// values sort as find's sort does.
+// compileSort builds the comparator of $push's {$sort: {field: ±1}}. This is
+// deliberately not find's sort: mongod's PatternElementCmp extracts each
+// field with getFieldDotted (numeric components index arrays, arrays are not
+// traversed, no min/max of array values), uses null for a missing field, and
+// treats an element that is not a document as having no fields.
 func compileSort(spec bson.D) (func(a, b bson.D) int, error) {
 	type key struct {
 		path []string
@@ -47,11 +47,20 @@ func compileSort(spec bson.D) (func(a, b bson.D) int, error) {
 func lookup(d bson.D, path []string) any {
 	var cur any = d
 	for _, p := range path {
-		doc, ok := cur.(bson.D)
-		if !ok {
-			return nil
-		}
-		if cur, ok = bsonx.Get(doc, p); !ok {
+		switch x := cur.(type) {
+		case bson.D:
+			v, ok := bsonx.Get(x, p)
+			if !ok {
+				return nil
+			}
+			cur = v
+		case bson.A:
+			i, ok := arrayIndex(p)
+			if !ok || i >= len(x) {
+				return nil
+			}
+			cur = x[i]
+		default:
 			return nil
 		}
 	}

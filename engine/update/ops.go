@@ -128,7 +128,12 @@ func parsePush(a bson.E, _ *Update) (*leaf, error) {
 		return nil, mongoerr.New(mongoerr.BadValue, "The argument to $each in $push must be an array but it was of type: %s", bsonx.TypeName(eachV))
 	}
 	l.each = each
+	seen := map[string]bool{}
 	for _, e := range d {
+		if seen[e.Key] {
+			return nil, mongoerr.New(mongoerr.BadValue, "Only one %s is supported.", e.Key)
+		}
+		seen[e.Key] = true
 		switch e.Key {
 		case "$each":
 		case "$slice":
@@ -223,17 +228,32 @@ func containsValue(a bson.A, v any) bool {
 }
 
 func parsePop(a bson.E, _ *Update) (*leaf, error) {
+	n, err := parseIntegerElement(a)
+	if err != nil {
+		return nil, err
+	}
+	if n != 1 && n != -1 {
+		return nil, mongoerr.New(mongoerr.FailedToParse, "$pop expects 1 or -1, found: %d", n)
+	}
+	return &leaf{arg: a.Value, pop: int(n)}, nil
+}
+
+// parseIntegerElement reads a number holding an integer, with the errors of
+// mongod's MatchExpressionParser::parseIntegerElementToLong.
+func parseIntegerElement(a bson.E) (int64, error) {
 	if !bsonx.IsNumber(a.Value) {
-		return nil, mongoerr.New(mongoerr.FailedToParse, "Expected a number in: %s", fmtElem(a.Key, a.Value))
+		return 0, mongoerr.New(mongoerr.FailedToParse, "Expected a number in: %s", fmtElem(a.Key, a.Value))
 	}
-	f, _ := bsonx.ToFloat(a.Value)
-	switch f {
-	case 1:
-		return &leaf{arg: a.Value, pop: 1}, nil
-	case -1:
-		return &leaf{arg: a.Value, pop: -1}, nil
+	if bsonx.IsNaN(a.Value) {
+		return 0, mongoerr.New(mongoerr.FailedToParse, "Expected an integer, but found NaN in: %s", fmtElem(a.Key, a.Value))
 	}
-	return nil, mongoerr.New(mongoerr.FailedToParse, "$pop expects 1 or -1, found: %s", fmtValue(a.Value))
+	if n, ok := bsonx.ToInt64(a.Value); ok {
+		return n, nil
+	}
+	if f, _ := bsonx.ToFloat(a.Value); f == math.Trunc(f) {
+		return 0, mongoerr.New(mongoerr.FailedToParse, "Cannot represent as a 64-bit integer: %s", fmtElem(a.Key, a.Value))
+	}
+	return 0, mongoerr.New(mongoerr.FailedToParse, "Expected an integer: %s", fmtElem(a.Key, a.Value))
 }
 
 // pathAcceptingOps are the query operators that, first in a $pull argument,

@@ -412,7 +412,7 @@ func (u *Update) Apply(doc bson.D, pos int, insert bool, now time.Time) (bson.D,
 			return nil, false, err
 		}
 	}
-	return out, !identical(doc, out), nil
+	return out, a.modified, nil
 }
 
 func checkReplacedID(orig, out bson.D) error {
