@@ -330,6 +330,22 @@ func appendFloat(dst []byte, f float64, buf *[40]byte) []byte {
 	// |f| = m × 2^exp with m odd. For exp < 0 its exact decimal expansion is
 	// m × 5^-exp × 10^exp, which ends in 5 (no trailing zeros); for exp > 0
 	// it is the integer m << exp.
+	if exp < 0 && -exp <= 27 {
+		// Fast path: 5^27 < 2^64, so m × 5^k fits in 128 bits.
+		hi, lo := bits.Mul64(m, pow5[-exp])
+		digits := appendUint128(buf[:0], hi, lo)
+		return appendDecimalDigits(dst, neg, digits, len(digits)+exp)
+	}
+	if exp > 0 && bits.Len64(m)+exp <= 128 {
+		var hi, lo uint64
+		if exp >= 64 {
+			hi = m << (exp - 64)
+		} else {
+			hi, lo = m>>(64-exp), m<<exp
+		}
+		digits := appendUint128(buf[:0], hi, lo)
+		return appendDecimalDigits(dst, neg, digits, len(digits))
+	}
 	d := new(big.Int).SetUint64(m)
 	scale := 0
 	if exp < 0 {
@@ -370,8 +386,16 @@ func appendDecimal(dst []byte, d bson.Decimal128, buf *[40]byte) []byte {
 	return appendDecimalDigits(dst, neg, digits, len(digits)+exp)
 }
 
-// appendUint128 appends the decimal digits of hi:lo (at most 2^113, 35
-// digits) without allocating.
+// pow5[k] = 5^k for the float fast path.
+var pow5 = func() (p [28]uint64) {
+	p[0] = 1
+	for i := 1; i < len(p); i++ {
+		p[i] = p[i-1] * 5
+	}
+	return p
+}()
+
+// appendUint128 appends the decimal digits of hi:lo without allocating.
 func appendUint128(dst []byte, hi, lo uint64) []byte {
 	const e19 = 10000000000000000000
 	var chunks [3]uint64
@@ -760,7 +784,7 @@ func canonicalNumber(neg bool, digits []byte, e int, enc []byte) (any, error) {
 func makeDecimal(neg bool, digits []byte, q int) (bson.Decimal128, bool) {
 	const minExp, maxExp = -6176, 6111
 	coef, ok := new(big.Int).SetString(string(digits), 10)
-	if !ok || q < minExp {
+	if !ok || q < minExp || q-maxExp > 35 {
 		return bson.Decimal128{}, false
 	}
 	if q > maxExp {

@@ -458,3 +458,81 @@ func BenchmarkAppendValue(b *testing.B) {
 }
 
 func bigInt(i int64) *big.Int { return big.NewInt(i) }
+
+// numberRat reads the exact value back out of a number encoding, without
+// going through DecodeValue's type choice.
+func numberRat(t *testing.T, enc []byte) *big.Rat {
+	t.Helper()
+	if enc[0] != tagNumber {
+		t.Fatalf("not a number: %x", enc)
+	}
+	switch enc[1] {
+	case numZero:
+		return new(big.Rat)
+	case numPos, numNeg:
+	default:
+		t.Fatalf("not finite: %x", enc)
+	}
+	var inv byte
+	if enc[1] == numNeg {
+		inv = 0xFF
+	}
+	e := int(uint16(enc[2]^inv)<<8|uint16(enc[3]^inv)) - expBias
+	digits := ""
+	for _, c := range enc[4:] {
+		c ^= inv
+		if c == 0 {
+			break
+		}
+		digits += fmt.Sprintf("%02d", c-1)
+	}
+	r, ok := new(big.Rat).SetString("0." + digits)
+	if !ok {
+		t.Fatal(digits)
+	}
+	scale := new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(abs(e))), nil))
+	if e >= 0 {
+		r.Mul(r, scale)
+	} else {
+		r.Quo(r, scale)
+	}
+	if inv != 0 {
+		r.Neg(r)
+	}
+	return r
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// TestNumbersAreExact checks that the digits written for every kind of
+// float (fast 128-bit paths and the big.Int path) and decimal are the exact
+// value, not merely correctly ordered.
+func TestNumbersAreExact(t *testing.T) {
+	r := rand.New(rand.NewSource(4))
+	check := func(v any) {
+		want := bsonx.ToRat(v)
+		if want == nil {
+			return
+		}
+		if got := numberRat(t, AppendValue(nil, v)); got.Cmp(want) != 0 {
+			t.Fatalf("%#v encodes as %s, want %s", v, got.FloatString(30), want.FloatString(30))
+		}
+	}
+	for i := 0; i < 5000; i++ {
+		f := math.Float64frombits(r.Uint64())
+		check(f)
+		check(math.Ldexp(float64(r.Int63n(1<<53)), r.Intn(200)-100))
+		check(float64(r.Intn(1<<20)) / float64(uint64(1)<<r.Intn(40)))
+		check(bson.NewDecimal128(r.Uint64(), r.Uint64()))
+		check(r.Int63() - r.Int63())
+	}
+	for _, f := range []float64{0.1, 3.25, 1e-320, math.MaxFloat64, 9.3e18, 1 << 64, 1 << 75, math.Ldexp(1, 127), math.Ldexp(1, 128), math.Ldexp(3, -27), math.Ldexp(3, -28)} {
+		check(f)
+		check(-f)
+	}
+}

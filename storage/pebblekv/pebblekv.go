@@ -107,6 +107,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		logger = zap.NewNop()
 	}
 
+	plog := logger.Named("pebble")
 	cache := pebble.NewCache(opts.CacheSize)
 	syncInterval := opts.WALMinSyncInterval
 	maxCompactions := opts.MaxConcurrentCompactions
@@ -129,7 +130,8 @@ func Open(dir string, opts Options) (*Store, error) {
 			return 1, maxCompactions
 		},
 		WALMinSyncInterval: func() time.Duration { return syncInterval },
-		Logger:             zapLogger{logger.Named("pebble").WithOptions(zap.AddCallerSkip(1))},
+		Logger:             zapLogger{plog.WithOptions(zap.AddCallerSkip(1))},
+		EventListener:      eventListener(plog),
 	}
 	for i := range po.Levels {
 		l := &po.Levels[i]
@@ -150,6 +152,12 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	return &Store{db: db, cache: cache, dir: dir}, nil
 }
+
+// ErrClosed is returned by operations on a closed Store. Pebble itself
+// panics on use after close; a server shutting down with a reaper or cursor
+// still running should get an error instead. (Operations racing with Close
+// itself remain the caller's bug.)
+var ErrClosed = errors.New("pebblekv: store is closed")
 
 // ErrLocked matches (errors.Is) Open's error when the data directory's lock
 // is held, so the server can exit with a clear message instead of a retry.
@@ -193,6 +201,9 @@ func (s *Store) Dir() string { return s.dir }
 // Get returns a copy of key's value: Pebble's slice is only valid until the
 // closer runs, and callers keep values around.
 func (s *Store) Get(key []byte) ([]byte, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
 	return get(s.db, key)
 }
 
@@ -217,6 +228,9 @@ func get(r interface {
 // NewIter iterates [lo, hi); nil hi means unbounded. Bounds let Pebble skip
 // whole tables and stop at the end of an index range.
 func (s *Store) NewIter(lo, hi []byte) (storage.Iterator, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
 	it, err := s.db.NewIter(iterOptions(lo, hi))
 	if err != nil {
 		return nil, err
@@ -224,18 +238,30 @@ func (s *Store) NewIter(lo, hi []byte) (storage.Iterator, error) {
 	return &iterator{it: it}, nil
 }
 
+// iterOptions copies the bounds: Pebble keeps referring to them for the
+// iterator's lifetime, and callers build bounds in reusable buffers.
 func iterOptions(lo, hi []byte) *pebble.IterOptions {
-	return &pebble.IterOptions{LowerBound: lo, UpperBound: hi}
+	o := &pebble.IterOptions{}
+	if lo != nil {
+		o.LowerBound = append(make([]byte, 0, len(lo)), lo...)
+	}
+	if hi != nil {
+		o.UpperBound = append(make([]byte, 0, len(hi)), hi...)
+	}
+	return o
 }
 
 // NewBatch starts a write batch.
 func (s *Store) NewBatch() storage.Batch {
-	return &batch{b: s.db.NewBatch()}
+	return &batch{b: s.db.NewBatch(), s: s}
 }
 
 // NewSnapshot opens a point-in-time view. Close it promptly: it pins
 // deleted data.
 func (s *Store) NewSnapshot() storage.Snapshot {
+	if s.closed.Load() {
+		return closedSnapshot{}
+	}
 	return &snapshot{s: s.db.NewSnapshot()}
 }
 
@@ -243,6 +269,9 @@ func (s *Store) NewSnapshot() storage.Snapshot {
 // (memtable and WAL contents are not counted: Flush first for a full
 // figure). nil lo/hi mean unbounded.
 func (s *Store) EstimateDiskUsage(lo, hi []byte) (uint64, error) {
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
 	lo, hi, ok, err := s.bounds(lo, hi)
 	if err != nil || !ok {
 		return 0, err
@@ -300,6 +329,9 @@ func (s *Store) maxTableKey() ([]byte, error) {
 // written table may briefly count as zero; DeleteSized makes the point
 // estimate accurate.
 func (s *Store) ReclaimableBytes(lo, hi []byte) (uint64, error) {
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
 	opts := []pebble.SSTablesOption{}
 	if lo != nil && hi != nil {
 		opts = append(opts, pebble.WithKeyRangeFilter(lo, hi))
@@ -329,6 +361,9 @@ func (s *Store) ReclaimableBytes(lo, hi []byte) (uint64, error) {
 // by write pressure and may never visit tombstoned ranges. nil lo/hi mean
 // unbounded. The memtable overlapping the range is flushed first.
 func (s *Store) Compact(ctx context.Context, lo, hi []byte) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
 	if hi == nil {
 		// The unbounded end is derived from the sstables, so unflushed
 		// writes must reach them first.
@@ -344,10 +379,18 @@ func (s *Store) Compact(ctx context.Context, lo, hi []byte) error {
 }
 
 // Flush flushes the memtable and waits for it to reach an sstable.
-func (s *Store) Flush() error { return s.db.Flush() }
+func (s *Store) Flush() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return s.db.Flush()
+}
 
 // Stats reports store-wide figures from Pebble's metrics.
 func (s *Store) Stats() storage.Stats {
+	if s.closed.Load() {
+		return storage.Stats{}
+	}
 	m := s.db.Metrics()
 	total := m.Total()
 	return storage.Stats{
@@ -395,6 +438,7 @@ func (i *iterator) Value() []byte { v, _ := i.it.ValueAndErr(); return v }
 
 type batch struct {
 	b *pebble.Batch
+	s *Store
 }
 
 func (b *batch) Set(key, value []byte) error { return b.b.Set(key, value, nil) }
@@ -408,6 +452,9 @@ func (b *batch) DeleteRange(lo, hi []byte) error { return b.b.DeleteRange(lo, hi
 // concurrent committers), otherwise the write survives a process crash but
 // not a power loss.
 func (b *batch) Commit(sync bool) error {
+	if b.s.closed.Load() {
+		return ErrClosed
+	}
 	if sync {
 		return b.b.Commit(pebble.Sync)
 	}
@@ -431,6 +478,38 @@ func (s *snapshot) NewIter(lo, hi []byte) (storage.Iterator, error) {
 	return &iterator{it: it}, nil
 }
 func (s *snapshot) Close() error { return s.s.Close() }
+
+// eventListener surfaces the few Pebble events an operator must see —
+// write stalls (clients are blocked) and slow disks — and keeps the routine
+// flush/compaction chatter at Debug.
+func eventListener(l *zap.Logger) *pebble.EventListener {
+	return &pebble.EventListener{
+		WriteStallBegin: func(info pebble.WriteStallBeginInfo) {
+			l.Warn("write stall begins", zap.String("reason", info.Reason))
+		},
+		WriteStallEnd: func() { l.Info("write stall ends") },
+		DiskSlow: func(info pebble.DiskSlowInfo) {
+			l.Warn("slow disk operation", zap.String("path", info.Path), zap.Duration("duration", info.Duration))
+		},
+		FlushEnd: func(info pebble.FlushInfo) {
+			if ce := l.Check(zap.DebugLevel, "flush"); ce != nil {
+				ce.Write(zap.Stringer("info", info))
+			}
+		},
+		CompactionEnd: func(info pebble.CompactionInfo) {
+			if ce := l.Check(zap.DebugLevel, "compaction"); ce != nil {
+				ce.Write(zap.Stringer("info", info))
+			}
+		},
+	}
+}
+
+// closedSnapshot is what NewSnapshot returns after Close.
+type closedSnapshot struct{}
+
+func (closedSnapshot) Get([]byte) ([]byte, error)                    { return nil, ErrClosed }
+func (closedSnapshot) NewIter(_, _ []byte) (storage.Iterator, error) { return nil, ErrClosed }
+func (closedSnapshot) Close() error                                  { return nil }
 
 // zapLogger adapts zap to Pebble's Logger. Pebble logs every flush,
 // compaction and WAL event at info; those go to Debug so a production log

@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/mayflydb/mayfly/storage"
 )
 
@@ -293,6 +297,7 @@ func TestCompactReclaimsDeletedSpace(t *testing.T) {
 		t.Fatalf("unbounded ReclaimableBytes %d < bounded %d", all, reclaimable)
 	}
 
+	withTombstones, _ := s.EstimateDiskUsage(nil, nil)
 	if err := s.Compact(ctx, lo, hi); err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +306,8 @@ func TestCompactReclaimsDeletedSpace(t *testing.T) {
 		t.Fatal(err)
 	}
 	left, _ := s.ReclaimableBytes(lo, hi)
-	t.Logf("disk before delete %d bytes, reclaimable after delete %d, after compaction %d (reclaimable left %d)", before, reclaimable, after, left)
+	t.Logf("disk: %d bytes live, %d with tombstones flushed (ReclaimableBytes %d), %d after Compact (ReclaimableBytes %d)",
+		before, withTombstones, reclaimable, after, left)
 	if after*10 > before {
 		t.Fatalf("compaction reclaimed too little: %d -> %d", before, after)
 	}
@@ -339,5 +345,79 @@ func TestStatsAfterReads(t *testing.T) {
 	st := s.Stats()
 	if st.BlockCacheHits+st.BlockCacheMisses == 0 {
 		t.Fatalf("no block cache traffic: %+v", st)
+	}
+}
+
+func TestUseAfterClose(t *testing.T) {
+	s, err := Open("mem", Options{InMemory: true, CacheSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := s.NewBatch()
+	b.Set([]byte("a"), []byte("1"))
+	s.Close()
+	if err := b.Commit(true); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Commit after Close: %v", err)
+	}
+	b.Close()
+	if _, err := s.Get([]byte("a")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Get after Close: %v", err)
+	}
+	if _, err := s.NewIter(nil, nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("NewIter after Close: %v", err)
+	}
+	if _, err := s.NewSnapshot().Get([]byte("a")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("snapshot after Close: %v", err)
+	}
+	if err := s.Compact(context.Background(), nil, nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Compact after Close: %v", err)
+	}
+	if st := s.Stats(); st != (storage.Stats{}) {
+		t.Fatalf("Stats after Close: %+v", st)
+	}
+}
+
+func TestIterBoundsAreCopied(t *testing.T) {
+	s := openMem(t)
+	put(t, s, "a", "1", "b", "2", "c", "3")
+	lo, hi := []byte("b"), []byte("c")
+	it, err := s.NewIter(lo, hi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	lo[0], hi[0] = 'a', 'z' // caller reuses its buffers
+	var got []string
+	for ok := it.First(); ok; ok = it.Next() {
+		got = append(got, string(it.Key()))
+	}
+	if strings.Join(got, ",") != "b" {
+		t.Fatalf("iterated %v, want [b]", got)
+	}
+}
+
+func TestPebbleLogsAreQuiet(t *testing.T) {
+	for _, level := range []zapcore.Level{zapcore.InfoLevel, zapcore.DebugLevel} {
+		core, logs := observer.New(level)
+		s, err := Open("mem", Options{InMemory: true, CacheSize: 1 << 20, Logger: zap.New(core)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		put(t, s, "a", "1")
+		s.Flush()
+		s.Compact(context.Background(), nil, nil)
+		s.Close()
+		n := logs.Len()
+		if level == zapcore.InfoLevel && n != 0 {
+			t.Fatalf("routine work logged at info: %v", logs.All())
+		}
+		if level == zapcore.DebugLevel && n == 0 {
+			t.Fatal("nothing reached the debug log")
+		}
+		for _, e := range logs.All() {
+			if e.LoggerName != "pebble" {
+				t.Fatalf("log entry from %q", e.LoggerName)
+			}
+		}
 	}
 }
