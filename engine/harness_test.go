@@ -102,3 +102,14 @@ func findAll(t testing.TB, c *mongo.Collection, filter any, opts ...options.List
 	}
 	return out
 }
+
+// m turns a document into a map for field lookups in assertions.
+func m(d any) map[string]any {
+	out := map[string]any{}
+	if dd, ok := d.(bson.D); ok {
+		for _, e := range dd {
+			out[e.Key] = e.Value
+		}
+	}
+	return out
+}
