@@ -287,3 +287,14 @@ func BenchmarkTopK(b *testing.B) {
 		tk.Sorted()
 	}
 }
+
+func TestSortFieldsAndNatural(t *testing.T) {
+	s, err := CompileSort(mustDoc(t, `{"a.b": -1, "c": 1, "$natural": -1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := s.Fields()
+	if len(f) != 2 || f[0] != (SortField{"a.b", true}) || f[1] != (SortField{"c", false}) || s.Natural() != -1 {
+		t.Errorf("Fields %v Natural %d", f, s.Natural())
+	}
+}

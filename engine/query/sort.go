@@ -10,10 +10,34 @@ import (
 	"github.com/mayflydb/mayfly/internal/mongoerr"
 )
 
-// Sort is a compiled sort specification.
+// Sort is a compiled sort specification. It is immutable and safe for
+// concurrent use.
 type Sort struct {
-	keys []sortKey
+	keys    []sortKey
+	natural int
 }
+
+// SortField is one key of a sort specification, for planners that match a
+// sort against an index.
+type SortField struct {
+	Path string
+	Desc bool
+}
+
+// Fields returns the sort keys in order ($natural excluded).
+func (s *Sort) Fields() []SortField {
+	out := make([]SortField, len(s.keys))
+	for i, k := range s.keys {
+		out[i] = SortField{Path: k.path.full, Desc: k.desc}
+	}
+	return out
+}
+
+// Natural is the direction of a {$natural: 1 | -1} sort (0 when absent).
+// Natural order is the storage order, which only the caller knows, so
+// $natural contributes no key here: documents it compares equal keep their
+// input order.
+func (s *Sort) Natural() int { return s.natural }
 
 type sortKey struct {
 	path fieldPath
@@ -28,6 +52,17 @@ func CompileSort(spec bson.D) (*Sort, error) {
 	s := &Sort{keys: make([]sortKey, 0, len(spec))}
 	seen := make(map[string]bool, len(spec))
 	for _, e := range spec {
+		if e.Key == "$natural" {
+			switch {
+			case bsonx.IsNumber(e.Value) && bsonx.Compare(e.Value, int32(1)) == 0:
+				s.natural = 1
+			case bsonx.IsNumber(e.Value) && bsonx.Compare(e.Value, int32(-1)) == 0:
+				s.natural = -1
+			default:
+				return nil, mongoerr.New(mongoerr.BadValue, "$natural sort cannot be set to a value other than -1 or 1")
+			}
+			continue
+		}
 		if err := validateFieldPath(e.Key); err != nil {
 			return nil, err
 		}
