@@ -101,7 +101,9 @@ func compileFieldOp(name string, args any, s *scope) (Expr, error) {
 	if _, ok := m["field"]; !ok {
 		return nil, mongoerr.New(3041702, "%s requires 'field' to be specified", name)
 	}
-	if _, ok := m["field"].(string); !ok {
+	if fs, ok := m["field"].(string); ok && strings.HasPrefix(fs, "$") {
+		return nil, mongoerr.New(5654601, "%s requires 'field' to evaluate to a constant, but got a non-constant argument", name)
+	} else if !ok {
 		if _, isD := m["field"].(bson.D); !isD {
 			return nil, mongoerr.New(5654601, "%s requires 'field' to evaluate to a constant, but got a non-constant argument", name)
 		}
