@@ -16,7 +16,6 @@ import (
 	"github.com/mayflydb/mayfly/ttl"
 )
 
-const ttlNever = ttl.Never
 
 // Config configures an Engine.
 type Config struct {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mayflydb/mayfly/engine/query"
 	"github.com/mayflydb/mayfly/internal/bsonx"
+	"github.com/mayflydb/mayfly/ttl"
 	"github.com/mayflydb/mayfly/storage"
 )
 
@@ -260,7 +261,7 @@ func (mi *matchIter) next() (*matchedDoc, error) {
 		}
 		st := mi.c.st()
 		dl := st.deadline(r)
-		if dl != ttlNever && dl <= mi.c.e.nowMS() {
+		if ttl.Expired(dl, mi.c.e.nowMS()) {
 			mi.stats.expired++
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mayflydb/mayfly/engine/query"
 	"github.com/mayflydb/mayfly/internal/bsonx"
+	"github.com/mayflydb/mayfly/ttl"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
 )
 
@@ -150,7 +151,7 @@ func (s *sortedSource) next() (bson.Raw, error) {
 		md := s.docs[s.i]
 		s.docs[s.i] = nil
 		s.i++
-		if md.deadline != ttlNever && md.deadline <= now {
+		if ttl.Expired(md.deadline, now) {
 			continue
 		}
 		s.cq.stats.nReturned++
