@@ -39,7 +39,7 @@ type docSequence struct {
 // *mongoerr.Error values meant for an error reply: the message was framed
 // correctly, so the connection stays usable.
 func DecodeOpMsg(msg []byte) (*Msg, error) {
-	if len(msg) < HeaderLen+4+1 {
+	if len(msg) < HeaderLen+4 {
 		return nil, mongoerr.New(mongoerr.ProtocolError, "OP_MSG too short: %d bytes", len(msg))
 	}
 	h := parseHeader(msg)
