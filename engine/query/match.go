@@ -257,10 +257,22 @@ func (n *pathNode) walk(v any, i int) (bool, int) {
 					return true, j
 				}
 			}
-			if j == k {
-				if m, _ := n.walk(e, i+1); m {
-					return true, j
+			if j != k {
+				continue
+			}
+			// An explicit position is not an implicit array traversal:
+			// it records no positional index, and an array found there at
+			// the end of the path is compared whole, not element-wise.
+			if i+1 == len(n.path.parts) {
+				if n.posPred != nil {
+					if m, p := n.posPred.testPos(e); m {
+						return true, p
+					}
+				} else if n.pred.test(e) {
+					return true, -1
 				}
+			} else if m, p := n.walk(e, i+1); m {
+				return true, p
 			}
 		}
 		return false, -1
