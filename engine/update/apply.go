@@ -307,7 +307,12 @@ func (a *applier) leafExisting(l *leaf, c any, name string, v any, p []string) e
 			keep = true
 		}
 	case "$currentDate":
-		nv = a.currentDate(l)
+		// Always a modification, even within the same millisecond.
+		if err := a.touched(p); err != nil {
+			return err
+		}
+		setChild(c, name, a.currentDate(l))
+		return nil
 	case "$push":
 		ar, ok := old.(bson.A)
 		if !ok {
@@ -457,7 +462,7 @@ func (a *applier) bit(l *leaf, cur any, name string) (any, error) {
 	case int64:
 		x, wide = n, true
 	default:
-		return nil, mongoerr.New(mongoerr.BadValue, "Cannot apply $bit to a value of non-integral type.%s has the field %s of non-integer type %s", a.idElem(), name, bsonx.TypeName(cur))
+		return nil, mongoerr.New(mongoerr.BadValue, "Cannot apply $bit to a value of non-integral type.%s has the field %s of non-integer type %s", a.idPlain(), name, bsonx.TypeName(cur))
 	}
 	for _, b := range l.bits {
 		var y int64
@@ -495,13 +500,26 @@ func (a *applier) takeSource(l *leaf) (any, bool, error) {
 	var parent any
 	var arrName string
 	name := ""
-	for _, s := range l.from {
-		v, ok := child(cur, s)
+	for i, s := range l.from {
+		var v any
+		var ok bool
+		switch x := cur.(type) {
+		case *obj:
+			v, ok = x.get(s)
+		case *arr:
+			idx, numeric := arrayIndex(s)
+			if !numeric {
+				return nil, false, a.sourceNotViable(l, i, cur, name)
+			}
+			if idx < len(x.e) {
+				v, ok = x.e[idx], true
+			}
+			arrName = name
+		default:
+			return nil, false, a.sourceNotViable(l, i, cur, name)
+		}
 		if !ok {
 			return nil, false, nil
-		}
-		if _, isArr := cur.(*arr); isArr {
-			arrName = name
 		}
 		parent, cur, name = cur, v, s
 	}
@@ -524,6 +542,20 @@ func (a *applier) takeSource(l *leaf) (any, bool, error) {
 	}
 	parent.(*obj).del(name)
 	return cur, true, nil
+}
+
+// idPlain renders the _id element without braces ("_id: 1").
+func (a *applier) idPlain() string {
+	if !a.hasID {
+		return ""
+	}
+	return fmtElem("_id", a.id)
+}
+
+// sourceNotViable is findLongestPrefix's error: the source path goes through
+// a value that cannot have the next component.
+func (a *applier) sourceNotViable(l *leaf, i int, cur any, name string) error {
+	return mongoerr.New(mongoerr.PathNotViable, "cannot use the part (%s of %s) to traverse the element ({%s})", l.from[i-1], l.fromDotted, fmtElem(name, cur))
 }
 
 func (a *applier) idText() string {

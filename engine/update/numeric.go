@@ -225,18 +225,12 @@ func decSign(d bson.Decimal128) int {
 
 func pow10(n int) *big.Int { return new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(n)), nil) }
 
-// zeroOf returns 0 in v's numeric type ($mul on a missing field).
+// zeroOf returns 0 in v's numeric type ($mul on a missing field): mongod
+// multiplies the argument by int32 0, so -2.5 gives -0.0 and a decimal keeps
+// its exponent.
 func zeroOf(v any) any {
-	switch v.(type) {
-	case int32:
-		return int32(0)
-	case int64, int:
-		return int64(0)
-	case float64:
-		return 0.0
-	}
-	d, _ := bson.ParseDecimal128("0")
-	return d
+	r, _ := arith(v, int32(0), true)
+	return r
 }
 
 // identical is BSON binary equality of values: same types, same values, same

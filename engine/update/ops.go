@@ -86,11 +86,11 @@ func parseCurrentDate(a bson.E, _ *Update) (*leaf, error) {
 			if e.Key != "$type" {
 				return nil, mongoerr.New(mongoerr.BadValue, "Unrecognized $currentDate option: %s", e.Key)
 			}
-			s, ok := e.Value.(string)
-			if !ok || (s != "date" && s != "timestamp") {
-				return nil, mongoerr.New(mongoerr.BadValue, "The '$type' string field is required to be 'date' or 'timestamp': {$currentDate: {field : {$type: 'date'}}}")
+			// Other values are ignored, as by mongod: only a valid
+			// $type counts.
+			if s, ok := e.Value.(string); ok && (s == "date" || s == "timestamp") {
+				found, ts = true, s == "timestamp"
 			}
-			found, ts = true, s == "timestamp"
 		}
 		if !found {
 			return nil, mongoerr.New(mongoerr.BadValue, "The '$type' string field is required to be 'date' or 'timestamp': {$currentDate: {field : {$type: 'date'}}}")

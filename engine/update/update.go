@@ -277,7 +277,11 @@ func merge(a, b *node, at string) (*node, error) {
 		m.children[k] = v
 	}
 	for k, v := range b.children {
-		mv, err := merge(m.children[k], v, at+"."+k)
+		name := k
+		if m.array {
+			name = "$[" + k + "]"
+		}
+		mv, err := merge(m.children[k], v, at+"."+name)
 		if err != nil {
 			return nil, err
 		}
@@ -385,7 +389,7 @@ func (u *Update) Apply(doc bson.D, pos int, insert bool, now time.Time) (bson.D,
 		return out, !identical(doc, out), nil
 	}
 	if u.isRepl {
-		return u.applyReplacement(doc)
+		return u.applyReplacement(doc, insert)
 	}
 	root := toM(doc).(*obj)
 	if doc == nil {
@@ -412,6 +416,9 @@ func (u *Update) Apply(doc bson.D, pos int, insert bool, now time.Time) (bson.D,
 			return nil, false, err
 		}
 	}
+	if insert {
+		out = idFirst(out)
+	}
 	return out, a.modified, nil
 }
 
@@ -430,9 +437,26 @@ func checkReplacedID(orig, out bson.D) error {
 	return nil
 }
 
+// idFirst moves _id to the front, as mongod does for every document an
+// upsert inserts.
+func idFirst(d bson.D) bson.D {
+	for i, e := range d {
+		if e.Key == "_id" {
+			if i == 0 {
+				return d
+			}
+			out := make(bson.D, 0, len(d))
+			out = append(out, e)
+			out = append(out, d[:i]...)
+			return append(out, d[i+1:]...)
+		}
+	}
+	return d
+}
+
 // applyReplacement keeps the original _id (as the first field) unless the
 // replacement carries an equal one.
-func (u *Update) applyReplacement(doc bson.D) (bson.D, bool, error) {
+func (u *Update) applyReplacement(doc bson.D, insert bool) (bson.D, bool, error) {
 	out := make(bson.D, 0, len(u.replacement)+1)
 	oldID, had := bsonx.Get(doc, "_id")
 	if _, has := bsonx.Get(u.replacement, "_id"); !has && had {
@@ -441,6 +465,9 @@ func (u *Update) applyReplacement(doc bson.D) (bson.D, bool, error) {
 	out = append(out, bsonx.CloneD(u.replacement)...)
 	if err := checkReplacedID(doc, out); err != nil {
 		return nil, false, err
+	}
+	if insert {
+		out = idFirst(out)
 	}
 	return out, !identical(doc, out), nil
 }
