@@ -785,7 +785,7 @@ func (p *parser) parseOp(fp fieldPath, op string, v any, depth int) (node, error
 		}
 		return notNode{path(existsPred{})}, nil
 	case "$type":
-		tp, err := parseType(v)
+		tp, err := parseType(fp.full, v)
 		if err != nil {
 			return nil, err
 		}
@@ -884,7 +884,7 @@ var typeAliases = map[string]int{
 	"timestamp": 17, "long": 18, "decimal": 19, "minKey": -1, "maxKey": 127,
 }
 
-func parseType(v any) (*typePred, error) {
+func parseType(path string, v any) (*typePred, error) {
 	tp := &typePred{}
 	add := func(e any) error {
 		switch x := e.(type) {
@@ -912,7 +912,7 @@ func parseType(v any) (*typePred, error) {
 	}
 	if arr, ok := v.(bson.A); ok {
 		if len(arr) == 0 {
-			return nil, mongoerr.New(mongoerr.FailedToParse, "$type must match at least one type")
+			return nil, mongoerr.New(mongoerr.FailedToParse, "%s must match at least one type", path)
 		}
 		for _, e := range arr {
 			if err := add(e); err != nil {
