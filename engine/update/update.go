@@ -248,15 +248,41 @@ func (n *node) put(name string, c *node) {
 	n.children[name] = c
 }
 
-// sortedChildren returns the child names in the order mongod applies them
-// (byte-wise lexicographic, as its std::map of field names).
+// sortedChildren returns the child names in the order mongod (5.0+)
+// applies them: lexicographic, except that numeric names compare as numbers
+// ("a.2" before "a.10"). The order fixes where new fields are appended.
 func (n *node) sortedChildren() []string {
 	names := make([]string, 0, len(n.children))
 	for k := range n.children {
 		names = append(names, k)
 	}
-	sort.Strings(names)
+	sort.Slice(names, func(i, j int) bool { return lessField(names[i], names[j]) })
 	return names
+}
+
+func lessField(a, b string) bool {
+	if isDigits(a) && isDigits(b) {
+		ta, tb := strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
+		if len(ta) != len(tb) {
+			return len(ta) < len(tb)
+		}
+		if ta != tb {
+			return ta < tb
+		}
+	}
+	return a < b
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // merge combines two nodes that apply to the same element (the positional
