@@ -1,6 +1,8 @@
 package update
 
 import (
+	"math"
+
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
@@ -37,7 +39,40 @@ func toM(v any) any {
 	case bson.M, bson.Raw:
 		return toM(toD(x))
 	case int:
-		return int64(x)
+		return normInt(x)
+	}
+	return v
+}
+
+// normInt stores a Go int as the driver encodes it: int32 when it fits.
+func normInt(n int) any {
+	if n >= math.MinInt32 && n <= math.MaxInt32 {
+		return int32(n)
+	}
+	return int64(n)
+}
+
+// normalize deep-copies an update argument into plain bson.D / bson.A with
+// Go ints turned into int32/int64, so that operators see only BSON types and
+// later changes to the caller's value cannot affect a compiled update.
+func normalize(v any) any {
+	switch x := v.(type) {
+	case bson.D:
+		out := make(bson.D, len(x))
+		for i, e := range x {
+			out[i] = bson.E{Key: e.Key, Value: normalize(e.Value)}
+		}
+		return out
+	case bson.A:
+		out := make(bson.A, len(x))
+		for i, e := range x {
+			out[i] = normalize(e)
+		}
+		return out
+	case bson.M, bson.Raw:
+		return normalize(toD(x))
+	case int:
+		return normInt(x)
 	}
 	return v
 }

@@ -237,6 +237,12 @@ func zeroOf(v any) any {
 // field names and order. It decides no-ops ("setting a field to its current
 // value"), so 1 and 1.0 differ and so do 0.0 and -0.0.
 func identical(a, b any) bool {
+	if n, ok := a.(int); ok {
+		a = normInt(n)
+	}
+	if n, ok := b.(int); ok {
+		b = normInt(n)
+	}
 	switch x := a.(type) {
 	case bson.D:
 		y, ok := b.(bson.D)
@@ -263,15 +269,6 @@ func identical(a, b any) bool {
 	case float64:
 		y, ok := b.(float64)
 		return ok && math.Float64bits(x) == math.Float64bits(y)
-	case int:
-		y, ok := b.(int64)
-		if ok {
-			return int64(x) == y
-		}
-	case int64:
-		if y, ok := b.(int); ok {
-			return x == int64(y)
-		}
 	case bson.Binary:
 		y, ok := b.(bson.Binary)
 		return ok && x.Subtype == y.Subtype && string(x.Data) == string(y.Data)

@@ -66,12 +66,16 @@ func Compile(u any, arrayFilters bson.A) (*Update, error) {
 			return nil, err
 		}
 		return &Update{pipeline: f}, nil
-	case bson.D:
-		d = x
-	case bson.Raw, bson.M:
-		d = toD(x)
+	case bson.D, bson.Raw, bson.M:
+		d = normalize(x).(bson.D)
+		if d == nil {
+			d = bson.D{}
+		}
 	default:
 		return nil, mongoerr.New(mongoerr.FailedToParse, "Update argument must be either an object or an array")
+	}
+	if arrayFilters != nil {
+		arrayFilters = normalize(arrayFilters).(bson.A)
 	}
 	filters, ids, err := parseArrayFilters(arrayFilters)
 	if err != nil {

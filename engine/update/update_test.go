@@ -179,3 +179,97 @@ func ejson(d bson.D) string {
 	}
 	return string(b)
 }
+
+// Go values built in code (untyped int constants, bson.M) behave like their
+// BSON encodings.
+func TestGoIntArguments(t *testing.T) {
+	u, err := Compile(bson.D{{Key: "$inc", Value: bson.D{{Key: "a", Value: 1}, {Key: "b", Value: 1 << 40}}}, {Key: "$set", Value: bson.M{"c": 2}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, mod, err := u.Apply(bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: int32(1)}}, -1, false, testNow)
+	if err != nil || !mod {
+		t.Fatal(err, mod)
+	}
+	want := bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: int32(2)}, {Key: "b", Value: int64(1 << 40)}, {Key: "c", Value: int32(2)}}
+	if !identical(got[1:], want[1:]) {
+		t.Fatalf("got %s", fmtDoc(got))
+	}
+}
+
+// A compiled update is immutable: applying it concurrently, and mutating the
+// argument it was compiled from, change nothing.
+func TestCompiledUpdateIsIndependent(t *testing.T) {
+	arg := bson.D{{Key: "x", Value: bson.A{int32(1)}}}
+	u, err := Compile(bson.D{{Key: "$set", Value: arg}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arg[0].Value.(bson.A)[0] = "changed"
+	done := make(chan bson.D)
+	for range 4 {
+		go func() {
+			d, _, _ := u.Apply(bson.D{{Key: "_id", Value: int32(1)}}, -1, false, testNow)
+			done <- d
+		}()
+	}
+	for range 4 {
+		d := <-done
+		d[1].Value.(bson.A)[0] = "mutated" // results are not shared
+	}
+	d, _, _ := u.Apply(bson.D{{Key: "_id", Value: int32(1)}}, -1, false, testNow)
+	if !identical(d, bson.D{{Key: "_id", Value: int32(1)}, {Key: "x", Value: bson.A{int32(1)}}}) {
+		t.Fatalf("got %s", fmtDoc(d))
+	}
+}
+
+func TestIsReplacement(t *testing.T) {
+	for _, c := range []struct {
+		u    any
+		repl bool
+	}{
+		{bson.D{}, true},
+		{bson.D{{Key: "a", Value: 1}}, true},
+		{bson.D{{Key: "$set", Value: bson.D{{Key: "a", Value: 1}}}}, false},
+	} {
+		u, err := Compile(c.u, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.IsReplacement() != c.repl {
+			t.Fatalf("%v: IsReplacement = %v", c.u, u.IsReplacement())
+		}
+	}
+	if _, err := Compile("x", nil); !mongoerr.Is(err, mongoerr.FailedToParse) {
+		t.Fatalf("string update: %v", err)
+	}
+}
+
+// PipelineCompiler, once the aggregation engine sets it, runs pipeline
+// updates; _id stays immutable.
+func TestPipelineHook(t *testing.T) {
+	defer func() { PipelineCompiler = nil }()
+	PipelineCompiler = func(p bson.A) (func(bson.D) (bson.D, error), error) {
+		return func(d bson.D) (bson.D, error) {
+			return append(d, bson.E{Key: "n", Value: int32(len(p))}), nil
+		}, nil
+	}
+	u, err := Compile(bson.A{bson.D{{Key: "$set", Value: bson.D{}}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !u.IsPipeline() || u.IsReplacement() {
+		t.Fatal("kind")
+	}
+	got, mod, err := u.Apply(bson.D{{Key: "_id", Value: int32(1)}}, -1, false, testNow)
+	if err != nil || !mod || !identical(got, bson.D{{Key: "_id", Value: int32(1)}, {Key: "n", Value: int32(1)}}) {
+		t.Fatal(got, mod, err)
+	}
+	PipelineCompiler = func(bson.A) (func(bson.D) (bson.D, error), error) {
+		return func(bson.D) (bson.D, error) { return bson.D{{Key: "_id", Value: int32(2)}}, nil }, nil
+	}
+	u, _ = Compile(bson.A{}, nil)
+	if _, _, err := u.Apply(bson.D{{Key: "_id", Value: int32(1)}}, -1, false, testNow); !mongoerr.Is(err, mongoerr.ImmutableField) {
+		t.Fatalf("changing _id: %v", err)
+	}
+}
