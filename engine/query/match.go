@@ -69,6 +69,14 @@ func (m *Matcher) MatchesErr(doc bson.D) (bool, error) {
 	return ok, nil
 }
 
+// MatchesAll reports whether the filter matches every document (an empty
+// filter, or one made only of $comment / $alwaysTrue), so callers can skip
+// matching altogether.
+func (m *Matcher) MatchesAll() bool {
+	c, ok := m.root.(constNode)
+	return ok && bool(c)
+}
+
 // HasExpr reports whether the filter contains $expr (whose evaluation can
 // fail at run time).
 func (m *Matcher) HasExpr() bool { return m.hasExpr }

@@ -298,3 +298,19 @@ func TestSortFieldsAndNatural(t *testing.T) {
 		t.Errorf("Fields %v Natural %d", f, s.Natural())
 	}
 }
+
+func TestMatchesAll(t *testing.T) {
+	for f, want := range map[string]bool{`{}`: true, `{"$comment": "x"}`: true, `{"$alwaysTrue": 1}`: true, `{"a": 1}`: false, `{"$alwaysFalse": 1}`: false} {
+		m, err := Compile(mustDoc(t, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.MatchesAll() != want {
+			t.Errorf("%s: MatchesAll = %v", f, !want)
+		}
+	}
+	m, _ := Compile(nil)
+	if !m.MatchesAll() || !m.Matches(bson.D{}) {
+		t.Error("nil filter")
+	}
+}
