@@ -216,6 +216,7 @@ func (s *Server) forceClose() {
 func (s *Server) removeConn(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	s.current.Add(-1)
 	if s.closing && len(s.conns) == 0 {
 		select {
 		case <-s.done:
@@ -224,7 +225,6 @@ func (s *Server) removeConn(c *conn) {
 		}
 	}
 	s.mu.Unlock()
-	s.current.Add(-1)
 }
 
 // Buffers are pooled across connections: a thousand mostly idle
