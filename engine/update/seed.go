@@ -10,26 +10,46 @@ import (
 	"github.com/mayflydb/mayfly/internal/mongoerr"
 )
 
-// UpsertSeed builds the document an upsert starts from: the filter's
-// equality predicates ({a: 1}, {a: {$eq: 1}}, and those under $and), with
-// dotted paths expanded into embedded documents, in path order with _id
-// first, as mongod's upsert does. Other predicates contribute nothing. Two
-// equalities on the same path, or on a path and its prefix, are an error,
-// since the seed could not satisfy both.
-func UpsertSeed(filter bson.D) (bson.D, error) {
+// notExactValueField is mongod's NotExactValueField (55).
+const notExactValueField = 55
+
+// UpsertSeed builds the document an operator-style upsert starts from: the
+// filter's equality predicates, with dotted paths expanded into embedded
+// documents, in path order with _id first, as mongod does. Equalities are
+// what mongod's canonical query reduces to an equality match: {a: v},
+// {a: {$eq: v}}, a one-element $in or $all, each element of a longer $all,
+// and those under $and or a one-clause $or. Other predicates contribute
+// nothing. Two equalities on the same path, or on a path and its prefix, are
+// an error: the seed could not satisfy both.
+func UpsertSeed(filter bson.D) (bson.D, error) { return seed(filter, false) }
+
+// UpsertSeed is the package-level UpsertSeed for this update's kind: a
+// replacement-style upsert takes only _id from the filter (the replacement
+// supplies every other field), so only _id equalities can conflict.
+func (u *Update) UpsertSeed(filter bson.D) (bson.D, error) { return seed(filter, u.isRepl) }
+
+func seed(filter bson.D, idOnly bool) (bson.D, error) {
+	filter, _ = normalize(filter).(bson.D)
 	eq := map[string]any{}
-	if err := collectEqualities(filter, eq); err != nil {
+	var order []string
+	if err := collectEqualities(filter, eq, &order, idOnly); err != nil {
 		return nil, err
 	}
-	paths := make([]string, 0, len(eq))
-	for p := range eq {
-		paths = append(paths, p)
-	}
+	// Conflicts are checked in path order, as mongod's canonical query sorts
+	// its predicates: a later path may not extend an earlier one.
+	paths := append([]string(nil), order...)
 	sort.Strings(paths)
 	for i := 1; i < len(paths); i++ {
 		for j := 0; j < i; j++ {
 			if strings.HasPrefix(paths[i], paths[j]+".") {
 				return nil, mongoerr.New(mongoerr.NotSingleValueField, "cannot infer query fields to set, both paths '%s' and '%s' are matched", paths[i], paths[j])
+			}
+		}
+	}
+	if idOnly {
+		for _, p := range paths {
+			if p != "_id" {
+				return nil, mongoerr.New(notExactValueField, "field at '_id' must be exactly specified, field at sub-path '%s'found", p)
 			}
 		}
 	}
@@ -48,10 +68,7 @@ func UpsertSeed(filter bson.D) (bson.D, error) {
 		}
 		cur.set(parts[len(parts)-1], toM(eq[p]))
 	}
-	out := fromM(root).(bson.D)
-	if id, ok := bsonx.Get(out, "_id"); ok && out[0].Key != "_id" {
-		out = append(bson.D{{Key: "_id", Value: id}}, bsonx.Delete(out, "_id")...)
-	}
+	out := idFirst(fromM(root).(bson.D))
 	if id, ok := bsonx.Get(out, "_id"); ok {
 		if err := validID(id); err != nil {
 			return nil, err
@@ -60,23 +77,29 @@ func UpsertSeed(filter bson.D) (bson.D, error) {
 	return out, nil
 }
 
-func collectEqualities(filter bson.D, eq map[string]any) error {
+func collectEqualities(filter bson.D, eq map[string]any, order *[]string, idOnly bool) error {
 	add := func(p string, v any) error {
+		if idOnly && p != "_id" && !strings.HasPrefix(p, "_id.") {
+			return nil
+		}
+		if _, isUndef := v.(bson.Undefined); isUndef {
+			return mongoerr.New(mongoerr.BadValue, "cannot compare to undefined")
+		}
 		if _, dup := eq[p]; dup {
 			return mongoerr.New(mongoerr.NotSingleValueField, "cannot infer query fields to set, path '%s' is matched twice", p)
 		}
 		eq[p] = v
+		*order = append(*order, p)
 		return nil
 	}
 	for _, e := range filter {
 		if strings.HasPrefix(e.Key, "$") {
-			if e.Key == "$and" {
-				if a, ok := e.Value.(bson.A); ok {
-					for _, c := range a {
-						if d := toD(c); d != nil {
-							if err := collectEqualities(d, eq); err != nil {
-								return err
-							}
+			clauses, _ := e.Value.(bson.A)
+			if e.Key == "$and" || (e.Key == "$or" && len(clauses) == 1) {
+				for _, c := range clauses {
+					if d, ok := c.(bson.D); ok {
+						if err := collectEqualities(d, eq, order, idOnly); err != nil {
+							return err
 						}
 					}
 				}
@@ -85,10 +108,22 @@ func collectEqualities(filter bson.D, eq map[string]any) error {
 		}
 		d, isDoc := e.Value.(bson.D)
 		if isDoc && len(d) > 0 && strings.HasPrefix(d[0].Key, "$") {
-			// An operator expression: only $eq is an equality.
+			// An operator expression: only some operators are equalities.
 			for _, op := range d {
-				if op.Key == "$eq" {
-					if err := add(e.Key, op.Value); err != nil {
+				vals, _ := op.Value.(bson.A)
+				switch {
+				case op.Key == "$eq":
+					vals = bson.A{op.Value}
+				case op.Key == "$in" && len(vals) == 1:
+				case op.Key == "$all":
+				default:
+					continue
+				}
+				for _, v := range vals {
+					if isRegexOrElemMatch(v) && op.Key != "$eq" {
+						continue
+					}
+					if err := add(e.Key, v); err != nil {
 						return err
 					}
 				}
@@ -103,4 +138,15 @@ func collectEqualities(filter bson.D, eq map[string]any) error {
 		}
 	}
 	return nil
+}
+
+// isRegexOrElemMatch reports values of $in/$all that are not equalities.
+func isRegexOrElemMatch(v any) bool {
+	switch x := v.(type) {
+	case bson.Regex:
+		return true
+	case bson.D:
+		return len(x) > 0 && x[0].Key == "$elemMatch"
+	}
+	return false
 }

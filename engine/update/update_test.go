@@ -273,3 +273,37 @@ func TestPipelineHook(t *testing.T) {
 		t.Fatalf("changing _id: %v", err)
 	}
 }
+
+// A replacement-style upsert takes only _id from the filter, and only _id
+// equalities can conflict (jstests/core/upsert_fields.js).
+func TestReplacementUpsertSeed(t *testing.T) {
+	repl, _ := Compile(bson.D{{Key: "a", Value: int32(1)}}, nil)
+	ops, _ := Compile(bson.D{{Key: "$set", Value: bson.D{{Key: "a", Value: int32(1)}}}}, nil)
+	for _, c := range []struct {
+		filter bson.D
+		repl   string // want, or "error <code>"
+		ops    string
+	}{
+		{bson.D{{Key: "_id", Value: int32(1)}, {Key: "x", Value: int32(2)}}, `{"_id": 1}`, `{"_id": 1, "x": 2}`},
+		{bson.D{{Key: "x", Value: int32(1)}, {Key: "x.x", Value: int32(1)}}, `{}`, "error 54"},
+		{bson.D{{Key: "_id.x", Value: int32(1)}, {Key: "_id.y", Value: int32(2)}}, "error 55", `{"_id": {"x": 1, "y": 2}}`},
+		{bson.D{{Key: "$and", Value: bson.A{bson.D{{Key: "_id", Value: int32(1)}}, bson.D{{Key: "_id", Value: int32(1)}}}}}, "error 54", "error 54"},
+	} {
+		for _, k := range []struct {
+			u    *Update
+			want string
+		}{{repl, c.repl}, {ops, c.ops}} {
+			got, err := k.u.UpsertSeed(c.filter)
+			if code, isErr := strings.CutPrefix(k.want, "error "); isErr {
+				if me := mongoerr.From(err); err == nil || strconv.Itoa(int(me.Code)) != code {
+					t.Errorf("%s (replacement %v): want error %s, got %v %v", fmtDoc(c.filter), k.u.IsReplacement(), code, got, err)
+				}
+				continue
+			}
+			want := parseEJ(t, "seed", k.want).(bson.D)
+			if err != nil || !identical(got, want) {
+				t.Errorf("%s (replacement %v): want %s, got %s %v", fmtDoc(c.filter), k.u.IsReplacement(), k.want, fmtDoc(got), err)
+			}
+		}
+	}
+}
