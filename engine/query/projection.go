@@ -314,56 +314,68 @@ func (p *Projection) Includes(field string) bool { return p.topFields[field] }
 // positional projection. The input is never modified; the result shares
 // unmodified values with it.
 func (p *Projection) Apply(doc bson.D, m *Matcher) (bson.D, error) {
-	src := doc
-	if p.positional != nil {
-		if m == nil {
-			return nil, mongoerr.New(51050, "Projections with a positional operator require a matcher")
-		}
-		_, pos := m.MatchesPos(doc)
-		v, err := positionalValue(doc, p.positional, pos)
-		if err != nil {
-			return nil, err
-		}
-		src = v.(bson.D)
+	if !p.inclusion {
+		return p.exclude(doc, doc, p.root, true)
 	}
-	if p.inclusion {
-		return p.include(src, doc, p.root, true)
+	out, err := p.include(doc, doc, p.root, true)
+	if err != nil || p.positional == nil {
+		return out, err
 	}
-	return p.exclude(src, doc, p.root, true)
+	if m == nil {
+		return nil, mongoerr.New(51050, "Projections with a positional operator require a matcher")
+	}
+	_, pos := m.MatchesPos(doc)
+	return p.applyPositional(out, doc, pos)
 }
 
-func errPositional() error {
-	return mongoerr.New(51246, "Executor error during find command :: caused by :: positional operator '.$' couldn't find a matching element in the array")
-}
-
-// positionalValue replaces the first array along the path with the one
-// element the query matched, copying the documents on the way.
-func positionalValue(v any, parts []string, pos int) (any, error) {
-	switch x := v.(type) {
-	case bson.A:
-		if pos < 0 || pos >= len(x) {
-			return nil, errPositional()
+// applyPositional replaces, in the projected document, the first array
+// along the positional path with the one element of the original array the
+// query matched (the whole element, as mongod does, even when the path goes
+// on into it).
+func (p *Projection) applyPositional(out, doc bson.D, pos int) (bson.D, error) {
+	sub := doc
+	for ind, field := range p.positional {
+		v, ok := lookup(sub, field)
+		if !ok {
+			return out, nil
 		}
-		return bson.A{x[pos]}, nil
-	case bson.D:
-		if len(parts) == 0 {
-			return x, nil
-		}
-		for i := range x {
-			if x[i].Key != parts[0] {
-				continue
+		switch x := v.(type) {
+		case bson.A:
+			if pos < 0 {
+				return nil, mongoerr.New(51246, "Executor error during find command :: caused by :: positional operator '.$' couldn't find a matching element in the array")
 			}
-			nv, err := positionalValue(x[i].Value, parts[1:], pos)
-			if err != nil {
-				return nil, err
+			if pos >= len(x) {
+				return nil, mongoerr.New(51247, "Executor error during find command :: caused by :: positional operator '.$' element mismatch")
 			}
-			out := make(bson.D, len(x))
-			copy(out, x)
-			out[i].Value = nv
+			return setPath(out, p.positional[:ind+1], bson.A{x[pos]}), nil
+		case bson.D:
+			sub = x
+		default:
 			return out, nil
 		}
 	}
-	return v, nil
+	return out, nil
+}
+
+// setPath sets a dotted path in a document built by include (whose
+// containers along a projected path are fresh copies, so updating them in
+// place never touches the input document).
+func setPath(d bson.D, path []string, v any) bson.D {
+	for i := range d {
+		if d[i].Key != path[0] {
+			continue
+		}
+		if len(path) == 1 {
+			d[i].Value = v
+		} else if sd, ok := d[i].Value.(bson.D); ok {
+			d[i].Value = setPath(sd, path[1:], v)
+		}
+		return d
+	}
+	if len(path) == 1 {
+		return append(d, bson.E{Key: path[0], Value: v})
+	}
+	return append(d, bson.E{Key: path[0], Value: setPath(bson.D{}, path[1:], v)})
 }
 
 func (p *Projection) include(src, root bson.D, n *pnode, top bool) (bson.D, error) {
