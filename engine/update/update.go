@@ -106,9 +106,8 @@ func Compile(u any, arrayFilters bson.A) (*Update, error) {
 		if !isDoc {
 			return nil, mongoerr.New(mongoerr.FailedToParse, "Modifiers operate on fields but we found type %s instead. For example: {$mod: {<field>: ...}} not {%s}", bsonx.TypeName(e.Value), fmtElem(e.Key, e.Value))
 		}
-		if len(args) == 0 {
-			return nil, mongoerr.New(mongoerr.FailedToParse, "'%s' is empty. You must specify a field like so: {%s: {<field>: ...}}", e.Key, e.Key)
-		}
+		// An empty operand ({$set: {}}) is a no-op since MongoDB 5.0
+		// (it was FailedToParse "'$set' is empty…" in 2.6–4.4).
 		for _, a := range args {
 			if e.Key == "$rename" {
 				if err := up.addRename(a, used); err != nil {
