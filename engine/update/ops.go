@@ -197,12 +197,12 @@ func parseAddToSet(a bson.E, _ *Update) (*leaf, error) {
 	l := &leaf{arg: a.Value}
 	vals := bson.A{a.Value}
 	if d, ok := a.Value.(bson.D); ok && len(d) > 0 && d[0].Key == "$each" {
-		if len(d) > 1 {
-			return nil, mongoerr.New(mongoerr.BadValue, "Found unexpected fields after $each in $addToSet: %s", fmtDoc(bson.D{a}))
-		}
 		each, ok := d[0].Value.(bson.A)
 		if !ok {
 			return nil, mongoerr.New(mongoerr.TypeMismatch, "The argument to $each in $addToSet must be an array but it was of type %s", bsonx.TypeName(d[0].Value))
+		}
+		if len(d) > 1 {
+			return nil, mongoerr.New(mongoerr.BadValue, "Found unexpected fields after $each in $addToSet: %s", fmtDoc(d))
 		}
 		vals = each
 	}
@@ -273,14 +273,19 @@ const pullKey = "pull"
 func parsePull(a bson.E, _ *Update) (*leaf, error) {
 	l := &leaf{arg: a.Value}
 	d, ok := a.Value.(bson.D)
+	_, isRegex := a.Value.(bson.Regex)
 	switch {
-	case ok && len(d) > 0 && pathAcceptingOps[d[0].Key]:
-		m, err := compileFilter(bson.D{{Key: pullKey, Value: d}})
+	case (ok && len(d) > 0 && pathAcceptingOps[d[0].Key]) || isRegex:
+		// A condition on the element itself ({$gte: 6}, /re/): match the
+		// element wrapped in a document, as mongod's WrappedObjectMatcher.
+		m, err := compileFilter(bson.D{{Key: pullKey, Value: a.Value}})
 		if err != nil {
 			return nil, err
 		}
 		l.pull = func(v any) bool { return m.Matches(bson.D{{Key: pullKey, Value: v}}) }
 	case ok:
+		// A query on embedded documents ({size: "M"}); other elements
+		// never match (ObjectMatcher).
 		m, err := compileFilter(d)
 		if err != nil {
 			return nil, err
@@ -290,6 +295,7 @@ func parsePull(a bson.E, _ *Update) (*leaf, error) {
 			return ok && m.Matches(vd)
 		}
 	default:
+		// Plain values and arrays: equality in BSON order (EqualityMatcher).
 		arg := a.Value
 		l.pull = func(v any) bool { return bsonx.Compare(v, arg) == 0 }
 	}
