@@ -85,6 +85,8 @@ func (p *bitsPred) test(v any) bool {
 	switch x := v.(type) {
 	case int32:
 		num, intArg = int64(x), true
+	case int:
+		num, intArg = int64(x), true
 	case int64:
 		num, intArg = x, true
 	case float64:

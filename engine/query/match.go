@@ -467,6 +467,8 @@ func (p modPred) test(v any) bool {
 	switch x := v.(type) {
 	case int32:
 		n = int64(x)
+	case int:
+		n = int64(x)
 	case int64:
 		n = x
 	case float64:
@@ -844,6 +846,8 @@ func trueValue(v any) bool {
 		return false
 	case int32:
 		return x != 0
+	case int:
+		return x != 0
 	case int64:
 		return x != 0
 	case float64:
@@ -940,6 +944,11 @@ func parseSize(v any) (int, error) {
 	switch x := v.(type) {
 	case int32:
 		n = int64(x)
+	case int:
+		n = int64(x)
+		if x > math.MaxInt32 || x < math.MinInt32 {
+			return 0, badValue("$size must be representable as a 32-bit integer")
+		}
 	case int64:
 		if x > math.MaxInt32 || x < math.MinInt32 {
 			return 0, badValue("$size must be representable as a 32-bit integer")

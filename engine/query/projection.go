@@ -183,7 +183,7 @@ func (pp *projParser) parse(path string, v any, top bool) error {
 		return nil
 	}
 	switch v.(type) {
-	case bool, int32, int64, float64, bson.Decimal128:
+	case bool, int, int32, int64, float64, bson.Decimal128:
 		incl := trueValue(v)
 		if isID {
 			pp.idSet, pp.idTrue = true, incl

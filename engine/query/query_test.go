@@ -314,3 +314,38 @@ func TestMatchesAll(t *testing.T) {
 		t.Error("nil filter")
 	}
 }
+
+// Filters built in Go code carry plain ints; they must mean what the
+// equivalent int32 would.
+func TestGoIntArguments(t *testing.T) {
+	doc := bson.D{{Key: "a", Value: bson.A{int32(1), int32(2)}}, {Key: "b", Value: int32(5)}}
+	for _, f := range []bson.D{
+		{{Key: "a", Value: bson.D{{Key: "$size", Value: 2}}}},
+		{{Key: "c", Value: bson.D{{Key: "$exists", Value: 0}}}},
+		{{Key: "b", Value: bson.D{{Key: "$mod", Value: bson.A{2, 1}}}}},
+		{{Key: "b", Value: bson.D{{Key: "$bitsAllSet", Value: 5}}}},
+		{{Key: "b", Value: bson.D{{Key: "$type", Value: 16}}}},
+		{{Key: "b", Value: 5}},
+		{{Key: "b", Value: bson.D{{Key: "$in", Value: bson.A{4, 5}}}}},
+	} {
+		m, err := Compile(f)
+		if err != nil {
+			t.Fatal(f, err)
+		}
+		if !m.Matches(doc) {
+			t.Errorf("%v does not match", f)
+		}
+	}
+	p, err := CompileProjection(bson.D{{Key: "b", Value: 1}, {Key: "_id", Value: 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := p.Apply(doc, nil)
+	if len(out) != 1 || out[0].Key != "b" {
+		t.Errorf("projection with Go ints: %v", out)
+	}
+	s, err := CompileSort(bson.D{{Key: "b", Value: -1}})
+	if err != nil || s.Fields()[0] != (SortField{"b", true}) {
+		t.Errorf("sort with Go ints: %v %v", s, err)
+	}
+}
