@@ -281,14 +281,17 @@ func (a *applier) leafExisting(l *leaf, c any, name string, v any, p []string) e
 		}
 		nv = l.arg
 	case "$unset":
-		if _, isArr := c.(*arr); isArr {
-			nv = nil
-			break
-		}
+		// Always a modification; in an array the element becomes null
+		// rather than shifting the elements after it.
 		if err := a.touched(p); err != nil {
 			return err
 		}
-		c.(*obj).del(name)
+		if ar, isArr := c.(*arr); isArr {
+			i, _ := arrayIndex(name)
+			ar.e[i] = nil
+		} else {
+			c.(*obj).del(name)
+		}
 		return nil
 	case "$inc", "$mul":
 		if !bsonx.IsNumber(old) {
