@@ -136,14 +136,16 @@ func (a andNode) matchElem(v any) bool {
 
 type orNode []node
 
+// match records no positional index: like mongod, a positional $ cannot
+// refer into an $or (which branch matched is not a position in any array).
 func (o orNode) match(doc bson.D) (bool, int, error) {
 	for _, n := range o {
-		ok, p, err := n.match(doc)
+		ok, _, err := n.match(doc)
 		if err != nil {
 			return false, -1, err
 		}
 		if ok {
-			return true, p, nil
+			return true, -1, nil
 		}
 	}
 	return false, -1, nil
