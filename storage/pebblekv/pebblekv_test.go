@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -157,6 +159,13 @@ func TestSnapshotIsolation(t *testing.T) {
 	}
 	if got := strings.Join(keys(t, s, "", ""), ","); got != "a=changed,c=3" {
 		t.Fatalf("live view %s", got)
+	}
+	// A compaction must not drop versions the snapshot still needs.
+	if err := s.Compact(context.Background(), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(keys(t, snap, "", ""), ","); got != "a=1,b=2" {
+		t.Fatalf("snapshot after compaction sees %s", got)
 	}
 }
 
@@ -419,5 +428,32 @@ func TestPebbleLogsAreQuiet(t *testing.T) {
 				t.Fatalf("log entry from %q", e.LoggerName)
 			}
 		}
+	}
+}
+
+// TestLockHeldByAnotherProcess re-runs the test binary as a second process
+// against a directory this one holds: the child sees fcntl's EAGAIN, not the
+// in-process "lock held by current process" path.
+func TestLockHeldByAnotherProcess(t *testing.T) {
+	if dir := os.Getenv("PEBBLEKV_LOCK_CHILD_DIR"); dir != "" {
+		_, err := Open(dir, Options{CacheSize: 1 << 20})
+		fmt.Printf("child-error: %v (locked=%v)\n", err, errors.Is(err, ErrLocked))
+		return
+	}
+	dir := t.TempDir()
+	s, err := Open(dir, Options{CacheSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLockHeldByAnotherProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "PEBBLEKV_LOCK_CHILD_DIR="+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	want := fmt.Sprintf("child-error: data directory %s is in use by another mayfly process (lock held) (locked=true)", dir)
+	if !strings.Contains(string(out), want) {
+		t.Fatalf("child output:\n%s\nwant %q", out, want)
 	}
 }
