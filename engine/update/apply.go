@@ -59,14 +59,21 @@ func (a *applier) idElem() string {
 	return "{" + fmtElem("_id", a.id) + "}"
 }
 
-// touched records that the value at p changed; it enforces the rules that
-// depend only on the path: _id is immutable and top-level $-prefixed fields
-// may not be written by an update (only by an insert/upsert).
-func (a *applier) touched(p []string) error {
+// removed records a change that only removes data ($unset, $pop, $pull, a
+// $rename's source): mongod does not storage-validate those, so a
+// $-prefixed top-level field may be removed.
+func (a *applier) removed(p []string) {
 	a.modified = true
 	if p[0] == "_id" && a.idPath == "" {
 		a.idPath = join(p)
 	}
+}
+
+// touched records that the value at p changed; it enforces the rules that
+// depend only on the path: _id is immutable and top-level $-prefixed fields
+// may not be written by an update (only by an insert/upsert).
+func (a *applier) touched(p []string) error {
+	a.removed(p)
 	if strings.HasPrefix(p[0], "$") && !a.insert {
 		return mongoerr.New(mongoerr.DollarPrefixedFieldName, "The dollar ($) prefixed field '%s' in '%s' is not allowed in the context of an update's replacement document. Consider using an aggregation pipeline with $replaceWith.", p[0], p[0])
 	}
@@ -283,9 +290,7 @@ func (a *applier) leafExisting(l *leaf, c any, name string, v any, p []string) e
 	case "$unset":
 		// Always a modification; in an array the element becomes null
 		// rather than shifting the elements after it.
-		if err := a.touched(p); err != nil {
-			return err
-		}
+		a.removed(p)
 		if ar, isArr := c.(*arr); isArr {
 			i, _ := arrayIndex(name)
 			ar.e[i] = nil
@@ -387,7 +392,9 @@ func (a *applier) leafExisting(l *leaf, c any, name string, v any, p []string) e
 	if keep || identical(old, nv) {
 		return nil
 	}
-	if err := a.touched(p); err != nil {
+	if l.op == "$pop" || l.op == "$pull" || l.op == "$pullAll" {
+		a.removed(p)
+	} else if err := a.touched(p); err != nil {
 		return err
 	}
 	setChild(c, name, toM(nv))
@@ -540,9 +547,7 @@ func (a *applier) takeSource(l *leaf) (any, bool, error) {
 		}
 		dc = v
 	}
-	if err := a.touched(l.from); err != nil {
-		return nil, false, err
-	}
+	a.removed(l.from)
 	parent.(*obj).del(name)
 	return cur, true, nil
 }
