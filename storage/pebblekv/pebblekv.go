@@ -56,8 +56,9 @@ type Options struct {
 	// MaxConcurrentCompactions bounds background compactions (default 2:
 	// the server shares few cores with query work).
 	MaxConcurrentCompactions int
-	// Logger receives Pebble's log output; Pebble's chatty info messages go
-	// to Debug. nil discards everything.
+	// Logger receives Pebble's log output (name it yourself, e.g.
+	// log.Named("pebble")); Pebble's chatty info messages go to Debug. nil
+	// discards everything.
 	Logger *zap.Logger
 }
 
@@ -107,7 +108,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		logger = zap.NewNop()
 	}
 
-	plog := logger.Named("pebble")
+	plog := logger
 	cache := pebble.NewCache(opts.CacheSize)
 	syncInterval := opts.WALMinSyncInterval
 	maxCompactions := opts.MaxConcurrentCompactions

@@ -358,7 +358,7 @@ func TestStatsAfterReads(t *testing.T) {
 }
 
 func TestUseAfterClose(t *testing.T) {
-	s, err := Open("mem", Options{InMemory: true, CacheSize: 1 << 20})
+	s, err := Open("", Options{InMemory: true, CacheSize: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +408,7 @@ func TestIterBoundsAreCopied(t *testing.T) {
 func TestPebbleLogsAreQuiet(t *testing.T) {
 	for _, level := range []zapcore.Level{zapcore.InfoLevel, zapcore.DebugLevel} {
 		core, logs := observer.New(level)
-		s, err := Open("mem", Options{InMemory: true, CacheSize: 1 << 20, Logger: zap.New(core)})
+		s, err := Open("mem", Options{InMemory: true, CacheSize: 1 << 20, Logger: zap.New(core).Named("pebble")})
 		if err != nil {
 			t.Fatal(err)
 		}
