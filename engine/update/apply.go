@@ -36,10 +36,9 @@ type applier struct {
 }
 
 type virtual struct {
-	c     any
-	cname string
-	first string
-	path  []string // path of the first missing component
+	c     any    // the last existing container
+	cname string // its field name
+	first string // the first missing component below it
 }
 
 func join(p []string) string { return strings.Join(p, ".") }
@@ -175,7 +174,7 @@ func (a *applier) applyChild(ch *node, c any, cname, name string, p []string) er
 	ph := &obj{}
 	saved := a.virt
 	if a.virt == nil {
-		a.virt = &virtual{c: c, cname: cname, first: name, path: cp}
+		a.virt = &virtual{c: c, cname: cname, first: name}
 	}
 	err := a.applyObj(ch, ph, name, cp)
 	a.virt = saved
@@ -258,18 +257,20 @@ func (a *applier) leafMissing(l *leaf, c any, cname, name string, p []string) er
 	return create(c, cname, name, toM(v))
 }
 
+// checkViability fails, as mongod's UpdateLeafNode::checkViability, when a
+// missing path could never be created: its first missing component is below
+// a scalar, or names a field of an array.
 func (a *applier) checkViability(c any, cname, name string, p []string) error {
 	if a.virt != nil {
 		c, cname, name = a.virt.c, a.virt.cname, a.virt.first
 	}
-	switch x := c.(type) {
+	switch c.(type) {
 	case *obj:
 		return nil
 	case *arr:
 		if _, ok := arrayIndex(name); ok {
 			return nil
 		}
-		_ = x
 	}
 	return mongoerr.New(mongoerr.PathNotViable, "Cannot use the part (%s) of (%s) to traverse the element ({%s})", name, join(p), fmtElem(cname, c))
 }
