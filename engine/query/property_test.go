@@ -224,3 +224,128 @@ func TestEquivalences(t *testing.T) {
 	}
 	t.Logf("%d equivalence checks", checked)
 }
+
+// TestRandomFiltersNeverPanic compiles random operator soup; whatever
+// compiles must evaluate without panicking on random documents.
+func TestRandomFiltersNeverPanic(t *testing.T) {
+	g := gen{rand.New(rand.NewSource(4))}
+	ops := []string{"$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists", "$type", "$size",
+		"$mod", "$all", "$elemMatch", "$not", "$regex", "$bitsAllSet", "$bitsAnyClear", "$options", "$foo"}
+	var randFilter func(depth int) bson.D
+	randArg := func(op string, depth int) any {
+		switch g.r.Intn(4) {
+		case 0:
+			return g.value(1)
+		case 1:
+			return bson.A{g.scalar(), g.scalar()}
+		case 2:
+			if depth < 3 {
+				return randFilter(depth + 1)
+			}
+		}
+		return g.scalar()
+	}
+	randFilter = func(depth int) bson.D {
+		f := bson.D{}
+		for i := 0; i < 1+g.r.Intn(2); i++ {
+			switch g.r.Intn(6) {
+			case 0:
+				if depth < 3 {
+					f = append(f, bson.E{Key: []string{"$and", "$or", "$nor"}[g.r.Intn(3)], Value: bson.A{randFilter(depth + 1), randFilter(depth + 1)}})
+					continue
+				}
+				fallthrough
+			case 1:
+				f = append(f, bson.E{Key: "a", Value: g.value(1)})
+			default:
+				op := ops[g.r.Intn(len(ops))]
+				f = append(f, bson.E{Key: []string{"a", "a.b", "b.0"}[g.r.Intn(3)], Value: bson.D{{Key: op, Value: randArg(op, depth)}}})
+			}
+		}
+		return f
+	}
+	docs := make([]bson.D, 50)
+	for i := range docs {
+		docs[i] = g.doc(0)
+	}
+	compiled := 0
+	for i := 0; i < 3000; i++ {
+		f := randFilter(0)
+		m, err := Compile(f)
+		if err != nil {
+			continue
+		}
+		compiled++
+		for _, d := range docs {
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Fatalf("panic %v: filter %s doc %s", r, extJSON(f), extJSON(d))
+					}
+				}()
+				m.Matches(d)
+				m.MatchesPos(d)
+			}()
+		}
+	}
+	t.Logf("%d random filters compiled and evaluated", compiled)
+}
+
+// TestRandomProjectionsNeverPanic does the same for projections, and checks
+// Apply never modifies its input.
+func TestRandomProjectionsNeverPanic(t *testing.T) {
+	g := gen{rand.New(rand.NewSource(5))}
+	paths := []string{"a", "b", "_id", "a.b", "a.a", "b.a.b", "a.$", "b.$"}
+	vals := func() any {
+		switch g.r.Intn(7) {
+		case 0:
+			return int32(1)
+		case 1:
+			return false
+		case 2:
+			return bson.D{{Key: "$slice", Value: int32(g.r.Intn(5) - 2)}}
+		case 3:
+			return bson.D{{Key: "$slice", Value: bson.A{int32(g.r.Intn(5) - 2), int32(g.r.Intn(3))}}}
+		case 4:
+			return bson.D{{Key: "$elemMatch", Value: bson.D{{Key: "$gt", Value: int32(0)}}}}
+		case 5:
+			return bson.D{{Key: "b", Value: int32(g.r.Intn(2))}}
+		}
+		return "lit"
+	}
+	m, err := Compile(bson.D{{Key: "a", Value: bson.D{{Key: "$exists", Value: true}}}, {Key: "b", Value: bson.D{{Key: "$ne", Value: int32(7)}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := make([]bson.D, 60)
+	for i := range docs {
+		docs[i] = append(bson.D{{Key: "_id", Value: int32(i)}}, g.doc(0)...)
+	}
+	compiled := 0
+	for i := 0; i < 2000; i++ {
+		spec := bson.D{}
+		for j := 0; j < 1+g.r.Intn(3); j++ {
+			spec = append(spec, bson.E{Key: paths[g.r.Intn(len(paths))], Value: vals()})
+		}
+		p, err := CompileProjection(spec)
+		if err != nil {
+			continue
+		}
+		compiled++
+		for _, d := range docs {
+			before := extJSON(d)
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Fatalf("panic %v: projection %s doc %s", r, extJSON(spec), before)
+					}
+				}()
+				_, _ = p.Apply(d, m)
+			}()
+			if extJSON(d) != before {
+				t.Fatalf("projection %s modified its input %s", extJSON(spec), before)
+			}
+		}
+	}
+	t.Logf("%d random projections compiled and applied", compiled)
+}
