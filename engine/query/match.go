@@ -780,8 +780,7 @@ func (p *parser) parseOp(fp fieldPath, op string, v any, depth int) (node, error
 		if _, ok := v.(bson.Regex); ok {
 			return nil, badValue("Can't have RegEx as arg to predicate over field '%s'.", fp.full)
 		}
-		cop := map[string]int{"$lt": opLT, "$lte": opLTE, "$gt": opGT, "$gte": opGTE}[op]
-		return path(newCmpPred(cop, v)), nil
+		return path(newCmpPred(cmpOps[op], v)), nil
 	case "$in", "$nin":
 		ip, err := parseIn(op, v)
 		if err != nil {
@@ -821,8 +820,7 @@ func (p *parser) parseOp(fp fieldPath, op string, v any, depth int) (node, error
 	case "$not":
 		return p.parseNot(fp, v, depth)
 	case "$bitsAllSet", "$bitsAnySet", "$bitsAllClear", "$bitsAnyClear":
-		bop := map[string]int{"$bitsAllSet": bitsAllSet, "$bitsAnySet": bitsAnySet, "$bitsAllClear": bitsAllClear, "$bitsAnyClear": bitsAnyClear}[op]
-		bp, err := parseBits(op, bop, v)
+		bp, err := parseBits(op, bitsOps[op], v)
 		if err != nil {
 			return nil, err
 		}
@@ -837,6 +835,11 @@ func (p *parser) parseOp(fp fieldPath, op string, v any, depth int) (node, error
 	}
 	return nil, badValue("unknown operator: %s", op)
 }
+
+var (
+	cmpOps  = map[string]int{"$lt": opLT, "$lte": opLTE, "$gt": opGT, "$gte": opGTE}
+	bitsOps = map[string]int{"$bitsAllSet": bitsAllSet, "$bitsAnySet": bitsAnySet, "$bitsAllClear": bitsAllClear, "$bitsAnyClear": bitsAnyClear}
+)
 
 // trueValue is BSON truthiness as mongod's BSONElement::trueValue: false,
 // zero, null and undefined are false; everything else is true.
