@@ -31,6 +31,7 @@ type Update struct {
 	pipeline    func(bson.D) (bson.D, error)
 	root        *node
 	filters     map[string]matcher
+	positional  bool
 }
 
 // node is one path component of an operator update.
@@ -45,6 +46,10 @@ func newNode(array bool) *node { return &node{array: array, children: map[string
 
 // IsReplacement reports whether the update replaces the whole document.
 func (u *Update) IsReplacement() bool { return u.isRepl }
+
+// UsesPositional reports whether a path uses the positional $, i.e. whether
+// Apply needs the matched array position from the query (MatchesPos).
+func (u *Update) UsesPositional() bool { return u.positional }
 
 // IsPipeline reports whether the update is a pipeline-style update.
 func (u *Update) IsPipeline() bool { return u.pipeline != nil }
@@ -191,6 +196,9 @@ func (u *Update) addPath(p string, l *leaf, used map[string]bool) error {
 	}
 	if npos > 1 {
 		return mongoerr.New(mongoerr.BadValue, "Too many positional (i.e. '$') elements found in path '%s'", p)
+	}
+	if npos > 0 {
+		u.positional = true
 	}
 	l.path = parts
 	l.dotted = p

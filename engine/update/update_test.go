@@ -307,3 +307,23 @@ func TestReplacementUpsertSeed(t *testing.T) {
 		}
 	}
 }
+
+func TestUsesPositional(t *testing.T) {
+	for _, c := range []struct {
+		u    bson.D
+		want bool
+	}{
+		{bson.D{{Key: "$set", Value: bson.D{{Key: "a.$", Value: 1}}}}, true},
+		{bson.D{{Key: "$set", Value: bson.D{{Key: "a.$[]", Value: 1}}}}, false},
+		{bson.D{{Key: "$inc", Value: bson.D{{Key: "a.0", Value: 1}}}, {Key: "$unset", Value: bson.D{{Key: "b.$.c", Value: 1}}}}, true},
+		{bson.D{{Key: "a", Value: "$"}}, false},
+	} {
+		u, err := Compile(c.u, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.UsesPositional() != c.want {
+			t.Errorf("%s: UsesPositional = %v", fmtDoc(c.u), !c.want)
+		}
+	}
+}
