@@ -52,11 +52,11 @@ func fmtValue(v any) string {
 	case float64:
 		switch {
 		case math.IsNaN(x):
-			return "nan.0"
+			return "nan"
 		case math.IsInf(x, 1):
-			return "inf.0"
+			return "inf"
 		case math.IsInf(x, -1):
-			return "-inf.0"
+			return "-inf"
 		}
 		s := strconv.FormatFloat(x, 'g', 16, 64)
 		if !strings.ContainsAny(s, ".eEn") {
