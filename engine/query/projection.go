@@ -310,8 +310,8 @@ func (p *Projection) IsInclusion() bool { return p.inclusion }
 // explicitly.
 func (p *Projection) Includes(field string) bool { return p.topFields[field] }
 
-// Apply projects doc. m is the query's matcher, needed (only) for a
-// positional projection. The input is never modified; the result shares
+// Apply projects doc. m is the query's matcher (nil for an empty filter),
+// used only by a positional projection. The input is never modified; the result shares
 // unmodified values with it.
 func (p *Projection) Apply(doc bson.D, m *Matcher) (bson.D, error) {
 	if !p.inclusion {
@@ -321,10 +321,12 @@ func (p *Projection) Apply(doc bson.D, m *Matcher) (bson.D, error) {
 	if err != nil || p.positional == nil {
 		return out, err
 	}
-	if m == nil {
-		return nil, mongoerr.New(51050, "Projections with a positional operator require a matcher")
+	// A nil matcher is the empty filter: it records no position, so a
+	// positional projection of an array fails as it does in mongod.
+	pos := -1
+	if m != nil {
+		_, pos = m.MatchesPos(doc)
 	}
-	_, pos := m.MatchesPos(doc)
 	return p.applyPositional(out, doc, pos)
 }
 
