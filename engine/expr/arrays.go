@@ -851,3 +851,10 @@ func init() {
 		}, n)
 	}
 }
+
+// Key returns the sort key of v for the i-th field of a document spec
+// (array values contribute their smallest element ascending, largest
+// descending; empty arrays sort before null).
+func (s *SortSpec) Key(v any, i int) any {
+	return sortKey(v, s.Fields[i], s.Dirs[i])
+}
