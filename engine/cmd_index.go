@@ -217,7 +217,7 @@ func cmdCreateIndexes(e *Engine, r *Request) (bson.D, error) {
 	defer c.mu.Unlock()
 	m := c.Meta().clone()
 	before := len(listIndexSpecs(m))
-	var build []*indexMeta
+	var build []int // positions in m.Indexes of the indexes to build
 	for _, ix := range parsed {
 		skip, err := checkIndexConflict(m, ix)
 		if err != nil {
@@ -236,7 +236,7 @@ func cmdCreateIndexes(e *Engine, r *Request) (bson.D, error) {
 		ix.ID = m.NextIndexID
 		m.NextIndexID++
 		m.Indexes = append(m.Indexes, *ix)
-		build = append(build, &m.Indexes[len(m.Indexes)-1])
+		build = append(build, len(m.Indexes)-1)
 	}
 	if len(build) > 0 {
 		if err := c.buildIndexes(m, build); err != nil {
@@ -288,11 +288,11 @@ func checkIndexConflict(m *collMeta, ix *indexMeta) (skip bool, err error) {
 // are skipped: they are already gone for every reader). Unique violations
 // among live documents fail the build and nothing is kept. Callers hold
 // c.mu exclusively.
-func (c *Collection) buildIndexes(m *collMeta, build []*indexMeta) error {
+func (c *Collection) buildIndexes(m *collMeta, build []int) error {
 	st := &collState{meta: m, policy: c.st().policy}
 	var ixs []*index
-	for _, im := range build {
-		ix := &index{indexMeta: *im}
+	for _, pos := range build {
+		ix := &index{indexMeta: m.Indexes[pos]}
 		if len(ix.Partial) > 0 {
 			pm, err := query.Compile(ix.Partial)
 			if err != nil {
@@ -333,7 +333,7 @@ func (c *Collection) buildIndexes(m *collMeta, build []*indexMeta) error {
 				return err
 			}
 			if mk {
-				build[i].Multikey = true
+				m.Indexes[build[i]].Multikey = true
 			}
 			pre := indexPrefix(m.ID, ix.ID)
 			for _, k := range keys {

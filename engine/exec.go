@@ -38,7 +38,9 @@ type scanner struct {
 
 func newScanner(c *Collection, p *plan, stats *scanStats) *scanner {
 	s := &scanner{c: c, p: p, stats: stats}
-	if p.kind == planIxScan && (p.ix.Multikey || len(p.ranges) > 1) || p.kind == planOr {
+	// Index scans always de-duplicate: a document has several entries in a
+	// multikey index, and the multikey flag can lag a concurrent write.
+	if p.kind == planIxScan || p.kind == planOr || len(p.ranges) > 1 {
 		s.seen = map[string]bool{}
 	}
 	return s
