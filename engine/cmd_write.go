@@ -299,21 +299,17 @@ func (e *Engine) applyUpdate(r *Request, coll string, q *querySpec, upd *update.
 }
 
 func (e *Engine) upsertInsert(r *Request, c *Collection, filter bson.D, upd *update.Update, res *updateResult, wantDocs bool) error {
-	seed, err := update.UpsertSeed(filter)
+	seed, err := upd.UpsertSeed(filter)
 	if err != nil {
 		return err
 	}
 	seed = bsonx.Delete(seed, "_ts") // spec §5.3: a filter's _ts is not copied
 	var nd bson.D
-	if upd.IsReplacement() {
-		nd, _, err = upd.Apply(seed, -1, true, e.clock.Now())
-		if id, ok := bsonx.Get(seed, "_id"); ok && err == nil {
-			if _, has := bsonx.Get(nd, "_id"); !has {
-				nd = append(bson.D{{Key: "_id", Value: id}}, nd...)
-			}
+	nd, _, err = upd.Apply(seed, -1, true, e.clock.Now())
+	if id, ok := bsonx.Get(seed, "_id"); ok && err == nil && upd.IsReplacement() {
+		if _, has := bsonx.Get(nd, "_id"); !has {
+			nd = append(bson.D{{Key: "_id", Value: id}}, nd...)
 		}
-	} else {
-		nd, _, err = upd.Apply(seed, -1, true, e.clock.Now())
 	}
 	if err != nil {
 		return err

@@ -110,7 +110,7 @@ func indexKeys(ix *index, doc bson.D) (keys [][]byte, multikey bool, err error) 
 		}
 		if isArray {
 			if arrayField >= 0 && arrayField != i {
-				return nil, false, mongoerr.New(mongoerr.CannotCreateIndex+104-104,
+				return nil, false, mongoerr.New(171,
 					"cannot index parallel arrays [%s] [%s]", ix.Key[arrayField].Key, f.Key)
 			}
 			arrayField = i

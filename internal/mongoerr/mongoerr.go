@@ -77,7 +77,7 @@ var names = map[int32]string{
 	18: "AuthenticationFailed", 20: "IllegalOperation", 22: "InvalidBSON", 26: "NamespaceNotFound",
 	27: "IndexNotFound", 28: "PathNotViable", 40: "ConflictingUpdateOperators", 43: "CursorNotFound",
 	47: "NoMatchingDocument", 48: "NamespaceExists", 50: "MaxTimeMSExpired", 52: "DollarPrefixedFieldName",
-	53: "InvalidIdField", 54: "NotSingleValueField", 56: "EmptyFieldName", 57: "DottedFieldName",
+	53: "InvalidIdField", 54: "NotSingleValueField", 55: "NotExactValueField", 112: "WriteConflict", 171: "CannotIndexParallelArrays", 51024: "Location51024", 56: "EmptyFieldName", 57: "DottedFieldName",
 	59: "CommandNotFound", 66: "ImmutableField", 67: "CannotCreateIndex", 68: "IndexAlreadyExists",
 	72: "InvalidOptions", 73: "InvalidNamespace", 79: "UnknownReplWriteConcern", 85: "IndexOptionsConflict",
 	86: "IndexKeySpecsConflict", 91: "ShutdownInProgress", 96: "OperationFailed", 115: "CommandNotSupported",
