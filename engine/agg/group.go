@@ -783,9 +783,14 @@ func (a *topAcc) result() any {
 		}
 		return a.items[0].out
 	}
+	// items are best-first; $bottomN reports them in sort order
 	out := make(bson.A, len(a.items))
 	for i, it := range a.items {
-		out[i] = it.out
+		if a.bottom {
+			out[len(out)-1-i] = it.out
+		} else {
+			out[i] = it.out
+		}
 	}
 	return out
 }
