@@ -330,21 +330,29 @@ func (s *bucketAutoStage) run(ctx context.Context, rc *runCtx, in Iterator) (Ite
 				i++
 				count++
 			}
-			buckets = append(buckets, b)
-		}
-		// a bucket's max is the next bucket's min (the last keeps its own)
-		for j := 0; j+1 < len(buckets); j++ {
-			buckets[j].max = buckets[j+1].min
-		}
-		if s.gran != "" {
-			for j, b := range buckets {
-				if j == 0 {
+			if s.gran != "" {
+				// the max rounds up; values below it join this bucket
+				if len(buckets) == 0 {
 					b.min = roundGranularity(s.gran, b.min, false)
 				} else {
-					b.min = buckets[j-1].max
+					b.min = buckets[len(buckets)-1].max
 				}
 				b.max = roundGranularity(s.gran, b.max, true)
+				for i < len(docs) && bsonx.Compare(docs[i].key, b.max) < 0 {
+					for _, a := range gr.accs {
+						if err := a.add(docs[i].env); err != nil {
+							return nil, err
+						}
+					}
+					i++
+				}
 			}
+			buckets = append(buckets, b)
+		}
+		// without granularity a bucket's max is the next bucket's min (the
+		// last keeps its own)
+		for j := 0; s.gran == "" && j+1 < len(buckets); j++ {
+			buckets[j].max = buckets[j+1].min
 		}
 		out := make([]bson.D, len(buckets))
 		for j, b := range buckets {
@@ -384,6 +392,9 @@ func roundGranularity(g string, v any, up bool) any {
 	if g == "POWERSOF2" {
 		p := math.Log2(f)
 		if up {
+			if p == math.Floor(p) {
+				return math.Pow(2, p+1)
+			}
 			return math.Pow(2, math.Ceil(p))
 		}
 		return math.Pow(2, math.Floor(p))
@@ -405,7 +416,7 @@ func roundGranularity(g string, v any, up bool) any {
 	}
 	if up {
 		for _, c := range cands {
-			if c >= f {
+			if c > f {
 				return c
 			}
 		}
