@@ -45,6 +45,7 @@ type config struct {
 	chart      string
 	workloads  map[string]bool
 	cpuprofile string
+	profPhase  string
 	memprofile string
 	dir        string
 	keep       bool
@@ -77,6 +78,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.out, "out", "bench-out/results.json", "JSON results file (the chart goes next to it as results.svg)")
 	fs.StringVar(&wl, "workloads", "all", "comma-separated phases to run: "+strings.Join(allPhases, ","))
 	fs.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run (client and in-process server) to this file")
+	fs.StringVar(&c.profPhase, "cpuprofile-phase", "", "with --cpuprofile: profile only this phase (one of --workloads' names, e.g. load or pointread)")
 	fs.StringVar(&c.memprofile, "memprofile", "", "write an allocation profile at the end of the run to this file")
 	fs.StringVar(&c.dir, "dir", "", "directory for the data (default: a new temporary directory, removed afterwards)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the data directory")
@@ -143,7 +145,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	prog.run()
 	defer prog.close()
 
-	if cfg.cpuprofile != "" {
+	if cfg.cpuprofile != "" && cfg.profPhase == "" {
 		f, err := os.Create(cfg.cpuprofile)
 		if err != nil {
 			return err

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"runtime/pprof"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -58,7 +60,7 @@ func (b *bench) runAll(ctx context.Context) error {
 		}
 	}
 	if b.client != nil {
-		if err := b.load(ctx); err != nil {
+		if err := b.profiled("load", func() error { return b.load(ctx) }); err != nil {
 			return err
 		}
 	}
@@ -81,11 +83,28 @@ func (b *bench) runAll(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := s.fn(ctx); err != nil {
+		if err := b.profiled(s.name, func() error { return s.fn(ctx) }); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// profiled runs fn under the CPU profiler when --cpuprofile-phase names it.
+func (b *bench) profiled(phase string, fn func() error) error {
+	if b.cfg.cpuprofile == "" || b.cfg.profPhase != phase {
+		return fn()
+	}
+	f, err := os.Create(b.cfg.cpuprofile)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return err
+	}
+	defer pprof.StopCPUProfile()
+	return fn()
 }
 
 // ping is the wire ceiling: the same driver and clients doing the cheapest
