@@ -217,7 +217,19 @@ func (p *projection) apply(doc bson.D, env *expr.Env) (bson.D, error) {
 		return applyExclusion(p.root, doc), nil
 	}
 	out := applyInclusion(p.root, doc)
-	return applyComputed(p.root, out, env, false)
+	out, err := applyComputed(p.root, out, env, false)
+	if err != nil {
+		return nil, err
+	}
+	// _id always leads an inclusion projection's output, even computed
+	for i, e := range out {
+		if e.Key == "_id" && i > 0 {
+			copy(out[1:i+1], out[:i])
+			out[0] = e
+			break
+		}
+	}
+	return out, nil
 }
 
 func applyExclusion(n *projNode, doc bson.D) bson.D {
