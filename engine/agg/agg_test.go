@@ -88,12 +88,12 @@ func TestUpdatePipeline(t *testing.T) {
 		t.Fatal("input document was modified")
 	}
 	for js, code := range map[string]int32{
-		`[{"$match": {}}]`:             mongoerr.InvalidOptions,
-		`[{"$group": {"_id": null}}]`:  mongoerr.InvalidOptions,
-		`[{"$bogus": {}}]`:             40324,
+		`[{"$match": {}}]`:              mongoerr.InvalidOptions,
+		`[{"$group": {"_id": null}}]`:   mongoerr.InvalidOptions,
+		`[{"$bogus": {}}]`:              40324,
 		`[{"$set": {}, "$unset": "a"}]`: 40323,
-		`[1]`:                          mongoerr.TypeMismatch,
-		`[{"$project": {}}]`:           51272,
+		`[1]`:                           mongoerr.TypeMismatch,
+		`[{"$project": {}}]`:            51272,
 	} {
 		_, err := CompileUpdatePipeline(parseJSON(t, "u", js).(bson.A))
 		if !mongoerr.Is(err, code) {
