@@ -105,8 +105,8 @@ func cmdDropDatabase(e *Engine, r *Request) (bson.D, error) {
 // (spec §6.4).
 type collFigures struct {
 	count, size, backlogN, backlogBytes, indexSize, storage int64
-	oldestDeadline                                            int64
-	indexSizes                                                bson.D
+	oldestDeadline                                          int64
+	indexSizes                                              bson.D
 }
 
 func (c *Collection) figures() collFigures {

@@ -16,7 +16,6 @@ import (
 	"github.com/mayflydb/mayfly/ttl"
 )
 
-
 // Config configures an Engine.
 type Config struct {
 	// KV is the opened store. The engine does not close it.

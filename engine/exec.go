@@ -7,8 +7,8 @@ import (
 
 	"github.com/mayflydb/mayfly/engine/query"
 	"github.com/mayflydb/mayfly/internal/bsonx"
-	"github.com/mayflydb/mayfly/ttl"
 	"github.com/mayflydb/mayfly/storage"
+	"github.com/mayflydb/mayfly/ttl"
 )
 
 // scanStats counts the work a scan did, for explain.

@@ -7,8 +7,8 @@ import (
 
 	"github.com/mayflydb/mayfly/engine/query"
 	"github.com/mayflydb/mayfly/internal/bsonx"
-	"github.com/mayflydb/mayfly/ttl"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
+	"github.com/mayflydb/mayfly/ttl"
 )
 
 // sortMemLimit is mongod's internalQueryMaxBlockingSortMemoryUsageBytes.
@@ -565,7 +565,6 @@ func (c *Collection) count(r *Request, q *querySpec) (int64, *compiledQuery, err
 	cq.stats.nReturned = n
 	return n, cq, nil
 }
-
 
 var distinctFields = map[string]bool{"distinct": true, "key": true, "query": true, "collation": true, "readConcern": true, "hint": true}
 

@@ -363,4 +363,3 @@ func (c *Collection) backlog(nowMS int64) (n int64, bytes int64, oldest int64) {
 	}
 	return n, bytes, oldest
 }
-

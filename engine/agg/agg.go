@@ -91,8 +91,9 @@ type Options struct {
 
 	// letNames are variable names defined by the command or an enclosing
 	// $lookup; inLookup marks a $lookup/$unionWith sub-pipeline.
-	letNames []string
-	inLookup bool
+	letNames   []string
+	inLookup   bool
+	strictVars bool
 }
 
 // Pipeline is a parsed pipeline. It is immutable after Parse and may be run
@@ -153,6 +154,7 @@ func Parse(pipeline bson.A, opts Options) (*Pipeline, error) {
 		letNames = append(letNames, e.Key)
 	}
 	opts.letNames = append(append([]string{}, opts.letNames...), letNames...)
+	opts.strictVars = true
 	stages, err := parseStages(pipeline, &opts, false)
 	if err != nil {
 		return nil, err
@@ -178,9 +180,15 @@ func checkVarName(name string) error {
 	return nil
 }
 
-// compileExpr compiles an expression with the pipeline's variables in scope.
+// compileExpr compiles an expression with the pipeline's variables in
+// scope: in a parsed pipeline, references to undefined user variables fail
+// at parse time (17276) as in mongod. Update pipelines get their variables
+// only at run time, so they are checked then.
 func compileExpr(v any, opts *Options) (expr.Expr, error) {
-	return expr.Compile(v)
+	if !opts.strictVars {
+		return expr.Compile(v)
+	}
+	return expr.CompileWith(v, expr.Options{Vars: append([]string{}, opts.letNames...)})
 }
 
 type stageParser func(spec any, opts *Options) (stage, error)

@@ -172,7 +172,7 @@ type group struct {
 
 func groupMemError() error {
 	return mongoerr.New(mongoerr.QueryExceededMemoryLimit,
-		"PlanExecutor error during aggregation :: caused by :: Exceeded memory limit for $group, but didn't allow external spilling; pass allowDiskUse:true to opt in")
+		"PlanExecutor error during aggregation :: caused by :: Exceeded memory limit for $group, but didn't allow external spilling. Pass allowDiskUse:true to opt in.")
 }
 
 func (g *groupStage) newGroup(key any, env *expr.Env) (*group, error) {

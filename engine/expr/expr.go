@@ -94,7 +94,7 @@ func (s *scope) defined(name string) bool {
 		return true
 	}
 	switch name {
-	case "ROOT", "CURRENT", "NOW", "REMOVE", "CLUSTER_TIME", "SEARCH_META", "USER_ROLES":
+	case "ROOT", "CURRENT", "NOW", "REMOVE", "CLUSTER_TIME", "SEARCH_META", "USER_ROLES", "DESCEND", "PRUNE", "KEEP":
 		return true
 	}
 	return s.names[name] > 0
