@@ -139,7 +139,7 @@ func Parse(pipeline bson.A, opts Options) (*Pipeline, error) {
 		if err := checkVarName(e.Key); err != nil {
 			return nil, err
 		}
-		c, err := expr.CompileWith(e.Value, expr.Options{Vars: letNames})
+		c, err := expr.CompileWith(e.Value, expr.Options{Vars: append([]string{}, letNames...)})
 		if err != nil {
 			return nil, err
 		}
