@@ -374,5 +374,11 @@ func TestReaperDeletesPhysically(t *testing.T) {
 		t.Fatalf("index scan after reaping: %d", got)
 	}
 	ss := m(ts.run(t, "admin", bson.D{{Key: "serverStatus", Value: 1}}))
-	_ = ss
+	mt := m(m(ss["metrics"])["ttl"])
+	if mt["deletedDocuments"] != int64(2000) || mt["passes"] != int64(1) {
+		t.Fatalf("metrics.ttl %v", mt)
+	}
+	if tt := m(ss["ttl"]); tt["expiredBacklog"] != int64(0) || tt["deletedDocuments"] != int64(2000) {
+		t.Fatalf("ttl section %v", tt)
+	}
 }
