@@ -177,7 +177,7 @@ func parseProjection(stageName string, spec bson.D, addFields bool, opts *Option
 		// {_id: 0} alone is an exclusion projection
 		return p, nil
 	}
-	if !idSeen {
+	if _, has := p.root.children["_id"]; !has {
 		// _id is included by default in inclusion projections
 		n := newNode()
 		n.include = true

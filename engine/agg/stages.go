@@ -237,7 +237,7 @@ func parseMatch(spec any, opts *Options) (stage, error) {
 	// variables ($lookup let, command let); the query matcher has no
 	// variables. The rest is the query language proper.
 	rest := bson.D{}
-	for _, e := range d {
+	for _, e := range hoistExprs(d) {
 		if e.Key == "$expr" {
 			c, err := compileExpr(e.Value, opts)
 			if err != nil {
@@ -257,6 +257,33 @@ func parseMatch(spec any, opts *Options) (stage, error) {
 	}
 	s.m = m
 	return s, nil
+}
+
+// hoistExprs lifts {$expr} clauses out of a top-level $and so that they
+// too see pipeline variables ({$and: [{$expr: ...}, {a: 1}]} becomes
+// {$expr: ..., a: 1} in effect; both are conjunctions).
+func hoistExprs(d bson.D) bson.D {
+	out := make(bson.D, 0, len(d))
+	for _, e := range d {
+		and, ok := e.Value.(bson.A)
+		if e.Key != "$and" || !ok || len(and) == 0 {
+			out = append(out, e)
+			continue
+		}
+		var keep bson.A
+		for _, c := range and {
+			cd, ok := c.(bson.D)
+			if ok && len(cd) == 1 && cd[0].Key == "$expr" {
+				out = append(out, cd[0])
+				continue
+			}
+			keep = append(keep, c)
+		}
+		if len(keep) > 0 {
+			out = append(out, bson.E{Key: "$and", Value: keep})
+		}
+	}
+	return out
 }
 
 func (s *matchStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterator, error) {
