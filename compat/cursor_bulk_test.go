@@ -155,7 +155,7 @@ func TestBulk_UnorderedContinues(t *testing.T) {
 	strsEq(t, "ids", e.ids("c"), idList(1, 2, 3, 4, 5))
 
 	// The raw reply: n counts what succeeded.
-	raw := e.run(bson.D{{Key: "insert", Value: "c"}, {Key: "ordered", Value: false}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 5}}, bson.D{{Key: "_id", Value: 6}}}}})
+	raw := e.runWrite(bson.D{{Key: "insert", Value: "c"}, {Key: "ordered", Value: false}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 5}}, bson.D{{Key: "_id", Value: 6}}}}})
 	valEq(t, raw, "n", int32(1))
 	we, _ := val(t, raw, "writeErrors").Array().Values()
 	eq(t, "writeErrors", len(we), 1)

@@ -228,6 +228,18 @@ func (e *env) runOn(db string, cmd bson.D) bson.Raw {
 	return raw
 }
 
+// runWrite runs a write command whose reply may carry writeErrors, and
+// returns the reply; any other failure fails the test.
+func (e *env) runWrite(cmd bson.D) bson.Raw {
+	e.t.Helper()
+	raw, err := e.db.RunCommand(e.ctx, cmd).Raw()
+	var we mongo.WriteException
+	if err != nil && !errors.As(err, &we) {
+		e.t.Fatalf("command %s failed: %v", ejson(cmd), err)
+	}
+	return raw
+}
+
 // runErr runs a command that is expected to fail and returns the error.
 func (e *env) runErr(cmd bson.D) error {
 	e.t.Helper()
@@ -427,9 +439,10 @@ func has(doc bson.Raw, path string) bool {
 func valEq(t *testing.T, doc bson.Raw, path string, want any) {
 	t.Helper()
 	got := val(t, doc, path)
-	w := ejson(want)
-	if got.String() != w {
-		t.Fatalf("field %q: got %s, want %s (in %s)", path, got.String(), w, doc)
+	g := canon(t, bson.D{{Key: "v", Value: got}})
+	w := canon(t, bson.D{{Key: "v", Value: want}})
+	if g != w {
+		t.Fatalf("field %q: got %s, want %s (in %s)", path, g, w, doc)
 	}
 }
 

@@ -160,8 +160,9 @@ func TestUpsert_FromEqualityFilterAndSetOnInsert(t *testing.T) {
 	if !ok {
 		t.Fatalf("upsertedID %T %v, want an ObjectID", r.UpsertedID, r.UpsertedID)
 	}
-	// Equality fields of the filter are copied; $gt is not.
-	docsEq(t, e.find("u", nil), bson.D{{Key: "_id", Value: oid}, {Key: "k", Value: "a"}, {Key: "o", Value: bson.D{{Key: "p", Value: 1}}}, {Key: "x", Value: 1}, {Key: "created", Value: true}})
+	// Equality fields of the filter are copied; $gt is not. Fields the
+	// update adds are appended in lexicographic order, as mongod does.
+	docsEq(t, e.find("u", nil), bson.D{{Key: "_id", Value: oid}, {Key: "k", Value: "a"}, {Key: "o", Value: bson.D{{Key: "p", Value: 1}}}, {Key: "created", Value: true}, {Key: "x", Value: 1}})
 
 	// Second time it matches: $setOnInsert does nothing.
 	r, err = e.coll("u").UpdateOne(e.ctx, bson.D{{Key: "k", Value: "a"}},
@@ -170,7 +171,7 @@ func TestUpsert_FromEqualityFilterAndSetOnInsert(t *testing.T) {
 	eq(t, "matched", r.MatchedCount, int64(1))
 	eq(t, "modified", r.ModifiedCount, int64(1))
 	eq(t, "upserted", r.UpsertedCount, int64(0))
-	docsEq(t, e.find("u", nil), bson.D{{Key: "_id", Value: oid}, {Key: "k", Value: "a"}, {Key: "o", Value: bson.D{{Key: "p", Value: 1}}}, {Key: "x", Value: 2}, {Key: "created", Value: true}})
+	docsEq(t, e.find("u", nil), bson.D{{Key: "_id", Value: oid}, {Key: "k", Value: "a"}, {Key: "o", Value: bson.D{{Key: "p", Value: 1}}}, {Key: "created", Value: true}, {Key: "x", Value: 2}})
 }
 
 func TestUpsert_ReplaceWithIdFromFilter(t *testing.T) {

@@ -40,7 +40,7 @@ attempt('createCollection', () => {
   const r = d.createCollection('people');
   same(r, { ok: 1 }, 'createCollection returns {ok: 1}');
   let threw = null;
-  try { d.createCollection('people', { capped: true, size: 4096 }); } catch (e) { threw = e; }
+  try { d.createCollection('people', { defaultTimeToLive: 5 }); } catch (e) { threw = e; }
   check(threw && threw.codeName === 'NamespaceExists', 'createCollection of an existing name with other options: NamespaceExists', threw && threw.message);
 });
 

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# THE test command: everything CI runs, in order.
+#   1. gofmt check   2. go vet ./...   3. go test -race ./...
+#   4. scripts/compat.sh against the freshly built binary (Go driver suite,
+#      mongosh, Node.js driver; clients are installed into .cache/ once)
+#   5. the benchmark smoke run, go run ./scripts/bench --small (if present)
+# Counts each step as one, plus compat.sh's own count (every Go compat test
+# and every client script); the last line is "N passed, N failed" and the exit
+# status is non-zero if anything failed.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+start=$(date +%s)
+passed=0
+failed=0
+failures=()
+pass() { passed=$((passed + 1)); echo "PASS: $1"; }
+fail() { failed=$((failed + 1)); failures+=("$1"); echo "FAIL: $1"; }
+banner() { echo; echo "==== $* ($(($(date +%s) - start)) s)"; }
+
+banner "gofmt"
+unformatted=$(git ls-files -co --exclude-standard '*.go' | xargs -r gofmt -l 2>&1)
+if [ -z "$unformatted" ]; then
+  pass "gofmt"
+else
+  echo "$unformatted"
+  fail "gofmt (files above need gofmt -w)"
+fi
+
+banner "go vet ./..."
+if go vet ./...; then pass "go vet"; else fail "go vet"; fi
+
+banner "go test -race ./..."
+if go test -race -count=1 -timeout 10m ./... 2>&1 | tee /tmp/mayfly-gotest.$$ | grep -Ev '^(=== |--- PASS|PASS$)'; then :; fi
+if grep -qE '^(FAIL|panic:)|^--- FAIL' /tmp/mayfly-gotest.$$ || ! grep -qE '^ok ' /tmp/mayfly-gotest.$$; then
+  fail "go test -race ./..."
+else
+  pass "go test -race ./..."
+fi
+rm -f /tmp/mayfly-gotest.$$
+
+banner "scripts/compat.sh (built binary, Go driver suite + mongosh + Node.js driver)"
+scripts/compat.sh </dev/null 2>&1 | tee /tmp/mayfly-compat.$$
+compat_rc=${PIPESTATUS[0]}
+last=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' /tmp/mayfly-compat.$$ | tail -1)
+rm -f /tmp/mayfly-compat.$$
+if [ -n "$last" ]; then
+  cp=${last%% passed*}
+  cf=${last#*, }
+  cf=${cf%% failed*}
+  passed=$((passed + cp))
+  failed=$((failed + cf))
+  [ "$cf" -gt 0 ] && failures+=("scripts/compat.sh: $cf failed")
+  if [ "$compat_rc" -ne 0 ] && [ "$cf" -eq 0 ]; then fail "scripts/compat.sh exited $compat_rc"; fi
+else
+  fail "scripts/compat.sh (no summary line, exit $compat_rc)"
+fi
+
+if [ -d scripts/bench ]; then
+  banner "go run ./scripts/bench --small"
+  if timeout 300 go run ./scripts/bench --small </dev/null; then pass "bench smoke run"; else fail "bench smoke run"; fi
+fi
+
+banner "done in $(($(date +%s) - start)) s"
+if [ ${#failures[@]} -gt 0 ]; then
+  echo "failures:"
+  printf '  %s\n' "${failures[@]}"
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
