@@ -184,3 +184,24 @@ func TestLimitStopsUpstream(t *testing.T) {
 		t.Fatalf("out=%d pulled=%d err=%v", len(out), pulled, err)
 	}
 }
+
+func TestAddFieldsDoesNotMutateInput(t *testing.T) {
+	in := bson.D{{Key: "a", Value: bson.D{{Key: "b", Value: int32(1)}}}, {Key: "arr", Value: bson.A{bson.D{{Key: "x", Value: int32(1)}}}}}
+	orig := parseJSON(t, "x", `{"a": {"b": 1}, "arr": [{"x": 1}]}`)
+	p := mustParse(t, `[{"$addFields": {"a.c": 2, "a.b": 5, "arr.y": 3, "z": 1}}, {"$unset": "a.b"}]`, Options{})
+	it, err := p.Run(context.Background(), newFakeEnv(), Slice([]bson.D{in}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Collect(context.Background(), it)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := parseJSON(t, "w", `{"a": {"c": 2}, "arr": [{"x": 1, "y": 3}], "z": 1}`)
+	if !sameValue(out[0], want) {
+		t.Errorf("got %v", out[0])
+	}
+	if !sameValue(in, orig) {
+		t.Errorf("input mutated: %v", in)
+	}
+}

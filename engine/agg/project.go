@@ -212,7 +212,8 @@ func parseProjection(stageName string, spec bson.D, addFields bool, opts *Option
 func (p *projection) apply(doc bson.D, env *expr.Env) (bson.D, error) {
 	switch {
 	case p.addFields:
-		return applyComputed(p.root, bsonx.CloneD(doc), env, true)
+		// copy-on-write: computeInto copies each sub-document it changes
+		return applyComputed(p.root, append(make(bson.D, 0, len(doc)+len(p.root.order)), doc...), env, true)
 	case p.exclusion:
 		return applyExclusion(p.root, doc), nil
 	}
@@ -334,7 +335,7 @@ func applyComputed(n *projNode, doc bson.D, env *expr.Env, addFields bool) (bson
 func computeInto(n *projNode, cur any, env *expr.Env, addFields bool) (any, error) {
 	switch x := cur.(type) {
 	case bson.D:
-		return applyComputed(n, x, env, addFields)
+		return applyComputed(n, append(make(bson.D, 0, len(x)+len(n.order)), x...), env, addFields)
 	case bson.A:
 		out := make(bson.A, len(x))
 		for i, el := range x {

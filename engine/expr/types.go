@@ -316,17 +316,19 @@ func init() {
 // Summer accumulates a $sum with mongod's result typing: int32 while every
 // input is int32 and the total fits, int64 while inputs are integers and the
 // total fits, double once a double appears or int64 overflows, decimal once
-// a decimal appears. Doubles are summed with Kahan compensation; decimals
-// exactly.
+// a decimal appears. As in mongod, integers are summed exactly, doubles with
+// Kahan compensation and decimals exactly, each apart; the parts are
+// combined in the result's type.
 type Summer struct {
-	kind     int
-	i        int64
-	overflow bool
-	f, comp  float64
-	d        dec
-	hasDec   bool
-	decSpec  []any // non-finite decimals seen
-	N        int64 // count of numeric inputs
+	kind    int
+	i       int64
+	bigI    *big.Int // exact integer total once int64 overflowed
+	f, comp float64
+	hasF    bool
+	d       dec
+	hasDec  bool
+	decSpec []float64 // NaN/Inf decimals, summed as doubles
+	N       int64     // count of numeric inputs
 }
 
 // Add adds v when it is a number; other values are ignored.
@@ -337,31 +339,46 @@ func (s *Summer) Add(v any) {
 	}
 	s.N++
 	s.kind = max(s.kind, k)
-	// exact decimal total over everything
-	if dv, ok := toDec(v); ok {
+	switch k {
+	case kInt32, kInt64:
+		x, _ := bsonx.ToInt64(v)
+		if s.bigI != nil {
+			s.bigI.Add(s.bigI, big.NewInt(x))
+			return
+		}
+		r := s.i + x
+		if (s.i >= 0) == (x >= 0) && (r >= 0) != (x >= 0) {
+			s.bigI = new(big.Int).Add(big.NewInt(s.i), big.NewInt(x))
+			return
+		}
+		s.i = r
+	case kDouble:
+		s.hasF = true
+		y := v.(float64) - s.comp
+		t := s.f + y
+		s.comp = (t - s.f) - y
+		s.f = t
+	case kDecimal:
+		dv, ok := toDec(v)
+		if !ok {
+			s.decSpec = append(s.decSpec, toF(v))
+			return
+		}
 		if !s.hasDec {
 			s.d = dec{new(big.Int), 0}
 			s.hasDec = true
 		}
 		a, b, e := align(s.d, dv)
 		s.d = dec{new(big.Int).Add(a, b), e}
-	} else {
-		s.decSpec = append(s.decSpec, v)
 	}
-	switch k {
-	case kInt32, kInt64:
-		x, _ := bsonx.ToInt64(v)
-		r := s.i + x
-		if (s.i >= 0) == (x >= 0) && (r >= 0) != (x >= 0) {
-			s.overflow = true
-		}
-		s.i = r
+}
+
+func (s *Summer) intFloat() float64 {
+	if s.bigI != nil {
+		f, _ := new(big.Float).SetInt(s.bigI).Float64()
+		return f
 	}
-	// Kahan-compensated double total over everything
-	y := toF(v) - s.comp
-	t := s.f + y
-	s.comp = (t - s.f) - y
-	s.f = t
+	return float64(s.i)
 }
 
 // Result returns the total (int32 0 when nothing was added).
@@ -369,15 +386,33 @@ func (s *Summer) Result() any {
 	switch {
 	case s.kind == kDecimal:
 		if len(s.decSpec) > 0 {
-			return floatToDecimal(s.f)
+			f := s.intFloat() + s.f
+			for _, x := range s.decSpec {
+				f += x
+			}
+			return floatToDecimal(f)
 		}
-		return s.d.decimal()
-	case s.kind == kDouble || s.overflow:
-		if s.kind != kDouble && s.hasDec && len(s.decSpec) == 0 {
-			f, _ := new(big.Float).SetInt(s.d.coef).Float64()
-			return f
+		total := s.d
+		if !s.hasDec {
+			total = dec{new(big.Int), 0}
 		}
-		return s.f
+		ic := big.NewInt(s.i)
+		if s.bigI != nil {
+			ic = s.bigI
+		}
+		a, b, e := align(total, dec{ic, 0})
+		total = dec{new(big.Int).Add(a, b), e}
+		if s.hasF {
+			fd, ok := toDec(s.f)
+			if !ok {
+				return floatToDecimal(s.f)
+			}
+			a, b, e := align(total, fd)
+			total = dec{new(big.Int).Add(a, b), e}
+		}
+		return total.decimal()
+	case s.kind == kDouble || s.bigI != nil:
+		return s.intFloat() + s.f
 	}
 	return narrowInt(s.i, s.kind)
 }
@@ -391,14 +426,7 @@ func (s *Summer) Avg() any {
 	if s.kind == kDecimal {
 		return decArith('/', s.Result(), s.N)
 	}
-	if s.kind == kDouble {
-		return s.f / float64(s.N)
-	}
-	if s.overflow {
-		f, _ := new(big.Float).SetInt(s.d.coef).Float64()
-		return f / float64(s.N)
-	}
-	return float64(s.i) / float64(s.N)
+	return (s.intFloat() + s.f) / float64(s.N)
 }
 
 // StdDev is Welford's running variance over numeric inputs.
