@@ -191,16 +191,24 @@ func (c *constExpr) Eval(*Env) (any, error) { return c.v, nil }
 type fieldPath struct{ parts []string }
 
 func (f *fieldPath) Eval(env *Env) (any, error) {
-	var cur any
-	if env.local == nil && env.Vars == nil {
-		cur = env.Root
-		if env.Root == nil {
-			return bsonx.Missing, nil
+	// $$CURRENT is the root unless rebound; avoid boxing the root document
+	// (an allocation) in the common case.
+	for fr := env.local; fr != nil; fr = fr.next {
+		if fr.name == "CURRENT" {
+			return walk(fr.val, f.parts), nil
 		}
-	} else {
-		cur, _ = env.lookup("CURRENT")
 	}
-	return walk(cur, f.parts), nil
+	if cur, ok := env.Vars["CURRENT"]; ok {
+		return walk(cur, f.parts), nil
+	}
+	if env.Root == nil {
+		return bsonx.Missing, nil
+	}
+	val, ok := bsonx.Get(env.Root, f.parts[0])
+	if !ok {
+		return bsonx.Missing, nil
+	}
+	return walk(val, f.parts[1:]), nil
 }
 
 // varPath is "$$name.a.b".
