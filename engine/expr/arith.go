@@ -418,6 +418,18 @@ func evalPow(name string, v []any) (any, error) {
 		}
 		return math.Pow(float64(base), float64(exp)), nil
 	}
+	switch base {
+	case 0, 1:
+		if exp == 0 {
+			return narrowInt(1, k), nil
+		}
+		return narrowInt(base, k), nil
+	case -1:
+		if exp%2 == 0 {
+			return narrowInt(1, k), nil
+		}
+		return narrowInt(-1, k), nil
+	}
 	r := int64(1)
 	for i := int64(0); i < exp; i++ {
 		ok, n := mul64(r, base)

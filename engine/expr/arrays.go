@@ -10,6 +10,11 @@ import (
 	"github.com/mayflydb/mayfly/internal/mongoerr"
 )
 
+// rangeMemoryLimit bounds the array $range may build (mongod refuses
+// ranges over its 100 MB expression memory limit rather than exhausting
+// memory).
+const rangeMemoryLimit = 100 * 1024 * 1024
+
 func int32Arg(v any) (int64, bool) {
 	i, ok := intArg(v)
 	if !ok || i < math.MinInt32 || i > math.MaxInt32 {
@@ -479,6 +484,9 @@ func init() {
 			if step == 0 {
 				return nil, mongoerr.New(34449, "$range requires a non-zero step value")
 			}
+		}
+		if n := (end - start) / step; n > 0 && n*16 > rangeMemoryLimit {
+			return nil, mongoerr.New(548000, "$range would use too much memory (%d bytes) and cannot spill to disk. Memory limit: %d bytes", n*16, rangeMemoryLimit)
 		}
 		out := bson.A{}
 		for i := start; (step > 0 && i < end) || (step < 0 && i > end); i += step {
