@@ -288,6 +288,9 @@ func (e *Engine) createCollection(db, coll string, opts bson.D, hasTTL bool, def
 	uuid[8] = (uuid[8] & 0x3f) | 0x80
 	m := &collMeta{ID: id, DB: db, Name: coll, UUID: bson.Binary{Subtype: 4, Data: uuid}, Options: opts,
 		HasTTL: hasTTL, DefaultTTL: defTTL, NextIndexID: 1}
+	if hasTTL {
+		m.TSIndexName = "_ts_1"
+	}
 	c = &Collection{e: e}
 	if err := c.publish(m); err != nil {
 		return nil, false, err

@@ -66,12 +66,18 @@ func cmdCreate(e *Engine, r *Request) (bson.D, error) {
 			return nil, mongoerr.New(40415, "BSON field 'create.%s' is an unknown field.", f.Key)
 		}
 	}
-	_, exists, err := e.createCollection(r.DB, coll, opts, hasTTL, defTTL)
+	c, exists, err := e.createCollection(r.DB, coll, opts, hasTTL, defTTL)
 	if err != nil {
 		return nil, err
 	}
 	if exists {
-		return nil, mongoerr.New(mongoerr.NamespaceExists, "Collection %s.%s already exists.", r.DB, coll)
+		// MongoDB 7.0: creating an existing collection with identical
+		// options succeeds and does nothing; other options are a conflict.
+		m := c.Meta()
+		if m.HasTTL == hasTTL && (!hasTTL || m.DefaultTTL == defTTL) && bsonx.Equal(collOptions(m), collOptions(&collMeta{Options: opts, HasTTL: hasTTL, DefaultTTL: defTTL})) {
+			return bson.D{}, nil
+		}
+		return nil, mongoerr.New(mongoerr.NamespaceExists, "Collection %s.%s already exists with different options.", r.DB, coll)
 	}
 	return bson.D{}, nil
 }
@@ -83,10 +89,14 @@ func cmdDrop(e *Engine, r *Request) (bson.D, error) {
 	}
 	c := e.cat.Get(r.DB, coll)
 	if c == nil {
-		return nil, mongoerr.New(mongoerr.NamespaceNotFound, "ns not found")
+		// MongoDB 7.0: dropping a collection that does not exist succeeds.
+		return bson.D{}, nil
 	}
 	n := int32(len(listIndexSpecs(c.Meta())))
 	if err := e.dropCollection(r.DB, coll); err != nil {
+		if mongoerr.Is(err, mongoerr.NamespaceNotFound) {
+			return bson.D{}, nil
+		}
 		return nil, err
 	}
 	return bson.D{{Key: "nIndexesWas", Value: n}, {Key: "ns", Value: r.DB + "." + coll}}, nil

@@ -153,7 +153,7 @@ func parseIndexSpec(spec bson.D) (*indexMeta, error) {
 				return nil, mongoerr.New(mongoerr.CannotCreateIndex, "TTL indexes are single-field indexes, compound indexes do not support TTL. Index spec: %s", valString(spec))
 			}
 			if key[0].Key == "_id" {
-				return nil, mongoerr.New(mongoerr.CannotCreateIndex, "The field 'expireAfterSeconds' is not valid for an _id index specification. Specification: %s", valString(spec))
+				return nil, mongoerr.New(mongoerr.InvalidIndexSpecificationOp, "The field 'expireAfterSeconds' is not valid for an _id index specification. Specification: %s", valString(spec))
 			}
 			n, err := ttl.ParseExpireAfterSeconds(f.Value)
 			if err != nil {

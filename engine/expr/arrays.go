@@ -486,7 +486,7 @@ func init() {
 			}
 		}
 		if n := (end - start) / step; n > 0 && n*16 > rangeMemoryLimit {
-			return nil, mongoerr.New(548000, "$range would use too much memory (%d bytes) and cannot spill to disk. Memory limit: %d bytes", n*16, rangeMemoryLimit)
+			return nil, mongoerr.New(mongoerr.ExceededMemoryLimit, "$range would use too much memory (%d bytes) and cannot spill to disk. Memory limit: %d bytes", n*16, rangeMemoryLimit)
 		}
 		out := bson.A{}
 		for i := start; (step > 0 && i < end) || (step < 0 && i > end); i += step {
