@@ -284,7 +284,7 @@ func TestTTLIndex_Differs_DateExpiredInvisibleImmediately(t *testing.T) {
 		bson.D{{Key: "_id", Value: 3}, {Key: "at", Value: now.Add(-time.Hour).Format(time.RFC3339)}},        // a string never expires
 		bson.D{{Key: "_id", Value: 4}}, // missing never expires
 		bson.D{{Key: "_id", Value: 5}, {Key: "at", Value: bson.Timestamp{T: 1, I: 1}}}, // not a date
-		bson.D{{Key: "_id", Value: 6}, {Key: "at", Value: now.Add(100 * sec)}},
+		bson.D{{Key: "_id", Value: 6}, {Key: "at", Value: now.Add(sec)}},               // deadline now+3
 		bson.D{{Key: "_id", Value: 7}, {Key: "at", Value: bson.A{"x", 5}}},
 	)
 	e.advance(sec) // now+1
