@@ -134,48 +134,42 @@ func init() {
 	naryOp(0, -1, evalAdd, "$add")
 	naryOp(2, 2, func(name string, v []any) (any, error) {
 		a, b := v[0], v[1]
-		if IsNullish(a) || IsNullish(b) {
-			return nil, nil
-		}
 		ad, aIsDate := a.(bson.DateTime)
 		bd, bIsDate := b.(bson.DateTime)
 		switch {
 		case bsonx.IsNumber(a) && bsonx.IsNumber(b):
 			return Subtract(a, b), nil
+		case IsNullish(a) || IsNullish(b):
+			return nil, nil
 		case aIsDate && bIsDate:
 			return int64(ad) - int64(bd), nil
 		case aIsDate && bsonx.IsNumber(b):
 			return bson.DateTime(int64(ad) - roundMillis(b)), nil
-		case bIsDate:
-			return nil, mongoerr.New(16556, "can't $subtract date from %s", bsonx.TypeName(a))
+		case aIsDate:
+			return nil, mongoerr.New(mongoerr.TypeMismatch, "can't $subtract %s from Date", bsonx.TypeName(b))
 		}
-		return nil, mongoerr.New(16556, "can't $subtract %s from %s", bsonx.TypeName(b), bsonx.TypeName(a))
+		return nil, mongoerr.New(mongoerr.TypeMismatch, "can't $subtract %s from %s", bsonx.TypeName(b), bsonx.TypeName(a))
 	}, "$subtract")
 	naryOp(0, -1, func(name string, v []any) (any, error) {
 		var acc any = int32(1)
-		null := false
 		for _, x := range v {
 			if IsNullish(x) {
-				null = true
-				continue
+				return nil, nil
 			}
 			if !bsonx.IsNumber(x) {
-				return nil, mongoerr.New(16555, "$multiply only supports numeric types, not %s", bsonx.TypeName(x))
+				return nil, mongoerr.New(mongoerr.TypeMismatch, "$multiply only supports numeric types, not %s", bsonx.TypeName(x))
 			}
 			acc = Multiply(acc, x)
-		}
-		if null {
-			return nil, nil
 		}
 		return acc, nil
 	}, "$multiply")
 	naryOp(2, 2, func(name string, v []any) (any, error) {
 		a, b := v[0], v[1]
-		if IsNullish(a) || IsNullish(b) {
-			return nil, nil
-		}
 		if !bsonx.IsNumber(a) || !bsonx.IsNumber(b) {
-			return nil, mongoerr.New(16609, "$divide only supports numeric types, not %s", typeNames(a, b))
+			if IsNullish(a) || IsNullish(b) {
+				return nil, nil
+			}
+			return nil, mongoerr.New(mongoerr.TypeMismatch, "$divide only supports numeric types, not %s", typeNames(a, b))
 		}
 		if isZero(b) {
 			return nil, mongoerr.New(2, "can't $divide by zero")
@@ -187,14 +181,17 @@ func init() {
 	}, "$divide")
 	naryOp(2, 2, func(name string, v []any) (any, error) {
 		a, b := v[0], v[1]
-		if IsNullish(a) || IsNullish(b) {
-			return nil, nil
-		}
 		if !bsonx.IsNumber(a) || !bsonx.IsNumber(b) {
+			if IsNullish(a) || IsNullish(b) {
+				return nil, nil
+			}
 			return nil, mongoerr.New(16611, "$mod only supports numeric types, not %s", typeNames(a, b))
 		}
 		if isZero(b) {
-			return nil, mongoerr.New(16610, "can't $mod by 0")
+			if numKind(a) == kDecimal || numKind(b) == kDecimal {
+				return nil, mongoerr.New(5733415, "can't $mod by zero")
+			}
+			return nil, mongoerr.New(16610, "can't $mod by zero")
 		}
 		k := max(numKind(a), numKind(b))
 		switch k {
@@ -351,7 +348,8 @@ func roundMillis(v any) int64 {
 func evalAdd(name string, v []any) (any, error) {
 	var acc any = int32(0)
 	var date *bson.DateTime
-	null := false
+	// Operands are checked left to right: a null operand yields null
+	// before any later operand is type-checked, as in mongod.
 	for _, x := range v {
 		switch n := x.(type) {
 		case bson.DateTime:
@@ -363,16 +361,12 @@ func evalAdd(name string, v []any) (any, error) {
 			continue
 		}
 		if IsNullish(x) {
-			null = true
-			continue
+			return nil, nil
 		}
 		if !bsonx.IsNumber(x) {
-			return nil, mongoerr.New(16554, "$add only supports numeric or date types, not %s", bsonx.TypeName(x))
+			return nil, mongoerr.New(mongoerr.TypeMismatch, "$add only supports numeric or date types, not %s", bsonx.TypeName(x))
 		}
 		acc = Add(acc, x)
-	}
-	if null {
-		return nil, nil
 	}
 	if date != nil {
 		if bsonx.IsNaN(acc) {
@@ -452,26 +446,26 @@ func compileRound(even bool) compileFunc {
 			return nil, err
 		}
 		return &nary{args: list, fn: func(v []any) (any, error) {
-			place := int64(0)
-			if len(v) == 2 {
-				if IsNullish(v[1]) {
-					return nil, nil
-				}
-				p, ok := bsonx.ToInt64(v[1])
-				if !ok {
-					return nil, mongoerr.New(51081, "%s requires \"place\" argument to be an integral value, found: %s", name, ExtJSON(v[1]))
-				}
-				if p < -20 || p > 100 {
-					return nil, mongoerr.New(51083, "cannot apply %s with precision value %d value must be in [-20, 100]", name, p)
-				}
-				place = p
-			}
 			x := v[0]
 			if IsNullish(x) {
 				return nil, nil
 			}
 			if !bsonx.IsNumber(x) {
 				return nil, mongoerr.New(51081, "%s only supports numeric types, not %s", name, bsonx.TypeName(x))
+			}
+			place := int64(0)
+			if len(v) == 2 {
+				if IsNullish(v[1]) {
+					return nil, nil
+				}
+				p, ok := bsonx.ToInt64(v[1])
+				if !ok || !bsonx.IsNumber(v[1]) {
+					return nil, mongoerr.New(51082, "precision argument to  %s must be a integral value", name)
+				}
+				if p < -20 || p > 100 {
+					return nil, mongoerr.New(51083, "cannot apply %s with precision value %d value must be in [-20, 100]", name, p)
+				}
+				place = p
 			}
 			return roundNumber(x, int(place), even), nil
 		}}, nil
@@ -484,9 +478,9 @@ func roundNumber(x any, place int, even bool) any {
 		if math.IsNaN(n) || math.IsInf(n, 0) {
 			return n
 		}
-		// Round through decimal so that 2.675 rounds as written (mongod
-		// also rounds doubles via decimal conversion).
-		d := decimalRound(floatToDecimal(n), place, even)
+		// mongod rounds doubles through a 34-digit decimal conversion
+		// (so 2.675, really 2.67499999..., rounds to 2.67).
+		d := decimalRound(floatToDecimal34(n), place, even)
 		return toF(d)
 	case bson.Decimal128:
 		return decimalRound(n, place, even)

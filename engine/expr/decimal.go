@@ -295,3 +295,21 @@ func decIsZero(v bson.Decimal128) bool {
 	d, ok := toDec(v)
 	return ok && d.coef.Sign() == 0
 }
+
+// floatToDecimal34 converts a finite double to decimal with 34 significant
+// digits (mongod's kRoundTo34Digits), used where rounding must see the
+// double's exact binary value.
+func floatToDecimal34(f float64) bson.Decimal128 {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return floatToDecimal(f)
+	}
+	if f == 0 {
+		return dec{new(big.Int), 0}.decimal()
+	}
+	s := strconv.FormatFloat(f, 'e', 33, 64)
+	mant, expS, _ := strings.Cut(s, "e")
+	e, _ := strconv.Atoi(expS)
+	mant = strings.Replace(mant, ".", "", 1)
+	c, _ := new(big.Int).SetString(mant, 10)
+	return dec{c, e - 33}.decimal()
+}

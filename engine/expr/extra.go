@@ -42,11 +42,17 @@ func init() {
 		}, name)
 	}
 	naryOp(2, 2, func(name string, v []any) (any, error) {
-		if IsNullish(v[0]) || IsNullish(v[1]) {
+		if IsNullish(v[0]) {
 			return nil, nil
 		}
-		if !bsonx.IsNumber(v[0]) || !bsonx.IsNumber(v[1]) {
-			return nil, mongoerr.New(51044, "$atan2 only supports numeric types")
+		if !bsonx.IsNumber(v[0]) {
+			return nil, mongoerr.New(51044, "$atan2 only supports numeric types, not %s", bsonx.TypeName(v[0]))
+		}
+		if IsNullish(v[1]) {
+			return nil, nil
+		}
+		if !bsonx.IsNumber(v[1]) {
+			return nil, mongoerr.New(51045, "$atan2 only supports numeric types, not %s", bsonx.TypeName(v[1]))
 		}
 		r := math.Atan2(toF(v[0]), toF(v[1]))
 		if numKind(v[0]) == kDecimal || numKind(v[1]) == kDecimal {

@@ -23,7 +23,15 @@ func FormatDouble(f float64) string {
 	case math.IsInf(f, -1):
 		return "-Infinity"
 	}
-	return strconv.FormatFloat(f, 'g', -1, 64)
+	if f == 0 && math.Signbit(f) {
+		return "-0"
+	}
+	// Shortest round-trip digits; exponent form outside [1e-5, 1e16) like
+	// fmt's "{}" that mongod uses.
+	if e := math.Floor(math.Log10(math.Abs(f))); f != 0 && (e < -5 || e >= 16) {
+		return strconv.FormatFloat(f, 'e', -1, 64)
+	}
+	return strconv.FormatFloat(f, 'f', -1, 64)
 }
 
 // coerceToString converts a value to a string as mongod's

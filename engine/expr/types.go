@@ -34,6 +34,12 @@ func (c *convertExpr) Eval(env *Env) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if IsNullish(in) {
+		if c.onNull != nil {
+			return c.onNull.Eval(env)
+		}
+		return nil, nil
+	}
 	target := c.fixedTo
 	if target == "" {
 		tv, err := c.to.Eval(env)
