@@ -26,10 +26,12 @@ func FormatDouble(f float64) string {
 	if f == 0 && math.Signbit(f) {
 		return "-0"
 	}
-	// Shortest round-trip digits; exponent form outside [1e-5, 1e16) like
-	// fmt's "{}" that mongod uses.
-	if e := math.Floor(math.Log10(math.Abs(f))); f != 0 && (e < -5 || e >= 16) {
-		return strconv.FormatFloat(f, 'e', -1, 64)
+	// Shortest round-trip digits; exponent form when the decimal exponent
+	// is outside [-4, 16), like fmt's "{}" that mongod uses.
+	es := strconv.FormatFloat(f, 'e', -1, 64)
+	_, exp, _ := strings.Cut(es, "e")
+	if e, _ := strconv.Atoi(exp); f != 0 && (e < -4 || e >= 16) {
+		return es
 	}
 	return strconv.FormatFloat(f, 'f', -1, 64)
 }
