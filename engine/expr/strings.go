@@ -372,20 +372,15 @@ func (r *replaceExpr) Eval(env *Env) (any, error) {
 func init() {
 	naryOp(0, -1, func(_ string, v []any) (any, error) {
 		var b strings.Builder
-		null := false
 		for _, x := range v {
 			if IsNullish(x) {
-				null = true
-				continue
+				return nil, nil
 			}
 			s, ok := x.(string)
 			if !ok {
 				return nil, mongoerr.New(16702, "$concat only supports strings, not %s", bsonx.TypeName(x))
 			}
 			b.WriteString(s)
-		}
-		if null {
-			return nil, nil
 		}
 		return b.String(), nil
 	}, "$concat")
@@ -402,20 +397,23 @@ func init() {
 		}
 		start := truncInt(v[1])
 		length := truncInt(v[2])
-		if start < 0 || start >= int64(len(s)) {
-			return "", nil
+		if start < 0 {
+			return nil, mongoerr.New(50752, "%s:  starting index must be non-negative (got: %d)", name, start)
 		}
-		if start > 0 && !utf8.RuneStart(s[start]) {
+		n := int64(len(s))
+		if length < 0 || length > n {
+			length = n
+		}
+		if start < n && !utf8.RuneStart(s[start]) {
 			return nil, mongoerr.New(28656, "%s:  Invalid range, starting index is a UTF-8 continuation byte.", name)
 		}
-		end := int64(len(s))
-		if length >= 0 && start+length < end {
-			end = start + length
-		}
-		if end < int64(len(s)) && !utf8.RuneStart(s[end]) {
+		if start+length < n && !utf8.RuneStart(s[start+length]) {
 			return nil, mongoerr.New(28657, "%s:  Invalid range, ending index is in the middle of a UTF-8 character.", name)
 		}
-		return s[start:end], nil
+		if start >= n {
+			return "", nil
+		}
+		return s[start:min(start+length, n)], nil
 	}, "$substr", "$substrBytes")
 	naryOp(3, 3, func(name string, v []any) (any, error) {
 		s, err := coerceToString(name, v[0])
@@ -436,11 +434,11 @@ func init() {
 		if !ok {
 			return nil, mongoerr.New(34453, "%s: length cannot be represented as a 32-bit integral value: %s", name, ExtJSON(v[2]))
 		}
-		if start < 0 {
-			return nil, mongoerr.New(34455, "%s: the starting index must be nonnegative integer.", name)
-		}
 		if length < 0 {
 			return nil, mongoerr.New(34454, "%s: length must be a nonnegative integer.", name)
+		}
+		if start < 0 {
+			return nil, mongoerr.New(34455, "%s: the starting index must be nonnegative integer.", name)
 		}
 		r := []rune(s)
 		if start >= int64(len(r)) {
@@ -520,15 +518,29 @@ func init() {
 		if IsNullish(v[0]) {
 			return nil, nil
 		}
+		cp := name == "$indexOfCP"
+		code1, code2 := int32(40091), int32(40092)
+		if cp {
+			code1, code2 = 40093, 40094
+		}
 		s, ok := v[0].(string)
 		if !ok {
-			return nil, mongoerr.New(40091, "%s requires a string as the first argument, found: %s", name, bsonx.TypeName(v[0]))
+			return nil, mongoerr.New(code1, "%s requires a string as the first argument, found: %s", name, bsonx.TypeName(v[0]))
 		}
 		sub, ok := v[1].(string)
 		if !ok {
-			return nil, mongoerr.New(40092, "%s requires a string as the second argument, found: %s", name, typeNameMissing(v[1]))
+			return nil, mongoerr.New(code2, "%s requires a string as the second argument, found: %s", name, bsonx.TypeName(v[1]))
 		}
-		cp := name == "$indexOfCP"
+		idx := func(i int, what string) (int64, error) {
+			x, ok := intArg(v[i])
+			if !ok {
+				return 0, mongoerr.New(40096, "%srequires an integral %s, found a value of type: %s, with value: %s", name, what, bsonx.TypeName(v[i]), ExtJSON(v[i]))
+			}
+			if x < 0 {
+				return 0, mongoerr.New(40097, "%s requires a nonnegative %s, found: %d", name, what, x)
+			}
+			return x, nil
+		}
 		var runes []rune
 		n := int64(len(s))
 		if cp {
@@ -536,43 +548,43 @@ func init() {
 			n = int64(len(runes))
 		}
 		start, end := int64(0), n
+		var err error
 		if len(v) > 2 {
-			i, ok := intArg(v[2])
-			if !ok {
-				return nil, mongoerr.New(40096, "%s requires an integral starting index, found a value of type: %s, with value: %s", name, bsonx.TypeName(v[2]), ExtJSON(v[2]))
+			if start, err = idx(2, "starting index"); err != nil {
+				return nil, err
 			}
-			if i < 0 {
-				return nil, mongoerr.New(40097, "%s requires a nonnegative start index, found: %d", name, i)
-			}
-			start = i
 		}
 		if len(v) > 3 {
-			i, ok := intArg(v[3])
-			if !ok {
-				return nil, mongoerr.New(40096, "%s requires an integral ending index, found a value of type: %s, with value: %s", name, bsonx.TypeName(v[3]), ExtJSON(v[3]))
+			e, err := idx(3, "ending index")
+			if err != nil {
+				return nil, err
 			}
-			if i < 0 {
-				return nil, mongoerr.New(40097, "%s requires a nonnegative ending index, found: %d", name, i)
-			}
-			end = min(i, n)
-		}
-		if start > n || start > end {
-			return int32(-1), nil
+			end = min(e, n)
 		}
 		if cp {
-			subR := []rune(sub)
-			for i := start; i+int64(len(subR)) <= end; i++ {
-				if string(runes[i:i+int64(len(subR))]) == sub {
+			// mongod tries each code point in [start, end) and matches the
+			// token against the rest of the whole string.
+			if end < start {
+				return int32(-1), nil
+			}
+			if s == "" && sub == "" && start == 0 {
+				return int32(0), nil
+			}
+			for i := start; i < end; i++ {
+				if strings.HasPrefix(string(runes[i:]), sub) {
 					return int32(i), nil
 				}
 			}
 			return int32(-1), nil
 		}
-		idx := strings.Index(s[start:end], sub)
-		if idx < 0 {
+		if start > n || end < start {
 			return int32(-1), nil
 		}
-		return int32(start + int64(idx)), nil
+		i := strings.Index(s[start:end], sub)
+		if i < 0 {
+			return int32(-1), nil
+		}
+		return int32(start + int64(i)), nil
 	}, "$indexOfBytes", "$indexOfCP")
 	naryOp(2, 2, func(name string, v []any) (any, error) {
 		a, err := coerceToString(name, v[0])
