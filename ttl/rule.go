@@ -176,9 +176,6 @@ func ParseDefaultTTL(v any, allowNull bool) (n int64, on bool, err error) {
 func ParseExpireAfterSeconds(v any) (int64, error) {
 	n, ok := bsonx.ToInt64(v)
 	if !ok || n < 0 || n > MaxTTL {
-		if f, isNum := bsonx.ToFloat(v); isNum && ok == false && f == math.Trunc(f) && f >= 0 && f <= MaxTTL {
-			return int64(f), nil
-		}
 		return 0, mongoerr.New(mongoerr.CannotCreateIndex,
 			"TTL index 'expireAfterSeconds' option must be within an acceptable range [0, %d], found: %s", MaxTTL, describe(v))
 	}
