@@ -334,6 +334,12 @@ func setOf(vals ...bson.A) bson.A {
 	return out
 }
 
+// sortedSet orders a deduplicated set by BSON order.
+func sortedSet(a bson.A) bson.A {
+	sort.SliceStable(a, func(i, j int) bool { return bsonx.Compare(a[i], a[j]) < 0 })
+	return a
+}
+
 func contains(a bson.A, v any) bool {
 	for _, x := range a {
 		if bsonx.Compare(x, v) == 0 {
@@ -539,7 +545,9 @@ func init() {
 		return int32(-1), nil
 	}, "$indexOfArray")
 
-	// set operators
+	// set operators: $setUnion and $setIntersection return their elements
+	// in BSON order (mongod builds them as ordered sets); operands are
+	// checked left to right, a null operand yielding null.
 	naryOp(0, -1, func(_ string, v []any) (any, error) {
 		var arrs []bson.A
 		for _, x := range v {
@@ -552,42 +560,34 @@ func init() {
 			}
 			arrs = append(arrs, a)
 		}
-		return setOf(arrs...), nil
+		return sortedSet(setOf(arrs...)), nil
 	}, "$setUnion")
 	naryOp(0, -1, func(_ string, v []any) (any, error) {
-		var arrs []bson.A
-		null := false
-		for _, x := range v {
+		var cur bson.A
+		for i, x := range v {
 			if IsNullish(x) {
-				null = true
-				continue
+				return nil, nil
 			}
 			a, ok := x.(bson.A)
 			if !ok {
 				return nil, mongoerr.New(17047, "All operands of $setIntersection must be arrays. One argument is of type: %s", bsonx.TypeName(x))
 			}
-			arrs = append(arrs, a)
-		}
-		if null {
-			return nil, nil
-		}
-		if len(arrs) == 0 {
-			return bson.A{}, nil
-		}
-		out := bson.A{}
-		for _, x := range setOf(arrs[0]) {
-			all := true
-			for _, o := range arrs[1:] {
-				if !contains(o, x) {
-					all = false
-					break
+			if i == 0 {
+				cur = setOf(a)
+				continue
+			}
+			next := bson.A{}
+			for _, y := range cur {
+				if contains(a, y) {
+					next = append(next, y)
 				}
 			}
-			if all {
-				out = append(out, x)
-			}
+			cur = next
 		}
-		return out, nil
+		if cur == nil {
+			cur = bson.A{}
+		}
+		return sortedSet(cur), nil
 	}, "$setIntersection")
 	naryOp(2, 2, func(_ string, v []any) (any, error) {
 		if IsNullish(v[0]) || IsNullish(v[1]) {
@@ -619,10 +619,10 @@ func init() {
 		}
 		return &nary{args: list, fn: func(v []any) (any, error) {
 			var sets []bson.A
-			for _, x := range v {
+			for i, x := range v {
 				a, ok := x.(bson.A)
 				if !ok {
-					return nil, mongoerr.New(17044, "All operands of $setEquals must be arrays. One argument is of type: %s", bsonx.TypeName(x))
+					return nil, mongoerr.New(17044, "All operands of $setEquals must be arrays. %d-th argument is of type: %s", i+1, bsonx.TypeName(x))
 				}
 				sets = append(sets, setOf(a))
 			}

@@ -200,21 +200,29 @@ func init() {
 		if len(a) == 0 {
 			return out, nil
 		}
-		_, pairs := a[0].(bson.A)
+		var pairs bool
+		switch a[0].(type) {
+		case bson.A:
+			pairs = true
+		case bson.D:
+		default:
+			return nil, mongoerr.New(40398, "Unrecognised input type format for $arrayToObject: %s", bsonx.TypeName(a[0]))
+		}
 		for _, el := range a {
 			var k, val any
-			switch x := el.(type) {
-			case bson.A:
-				if !pairs {
-					return nil, mongoerr.New(40391, "$arrayToObject requires a consistent input format. Elements must all be arrays or all be objects. Array was detected, now found: %s", bsonx.TypeName(el))
+			if pairs {
+				x, ok := el.(bson.A)
+				if !ok {
+					return nil, mongoerr.New(40396, "$arrayToObject requires a consistent input format. Elements mustall be arrays or all be objects. Array was detected, now found: %s", bsonx.TypeName(el))
 				}
 				if len(x) != 2 {
 					return nil, mongoerr.New(40397, "$arrayToObject requires an array of size 2 arrays,found array of size: %d", len(x))
 				}
 				k, val = x[0], x[1]
-			case bson.D:
-				if pairs {
-					return nil, mongoerr.New(40391, "$arrayToObject requires a consistent input format. Elements must all be arrays or all be objects. Object was detected, now found: %s", bsonx.TypeName(el))
+			} else {
+				x, ok := el.(bson.D)
+				if !ok {
+					return nil, mongoerr.New(40391, "$arrayToObject requires a consistent input format. Elements mustall be arrays or all be objects. Object was detected, now found: %s", bsonx.TypeName(el))
 				}
 				if len(x) != 2 {
 					return nil, mongoerr.New(40392, "$arrayToObject requires an object keys of 'k' and 'v'. Found incorrect number of keys:%d", len(x))
@@ -225,11 +233,6 @@ func init() {
 					return nil, mongoerr.New(40393, "$arrayToObject requires an object with keys 'k' and 'v'. Missing either or both keys from: %s", ExtJSON(x))
 				}
 				k, val = kv, vv
-			default:
-				if pairs {
-					return nil, mongoerr.New(40391, "$arrayToObject requires a consistent input format. Elements must all be arrays or all be objects. Array was detected, now found: %s", bsonx.TypeName(el))
-				}
-				return nil, mongoerr.New(40398, "Unrecognised input type format for $arrayToObject: %s", bsonx.TypeName(el))
 			}
 			ks, ok := k.(string)
 			if !ok {
