@@ -587,11 +587,20 @@ func (e *dateFromParts) Eval(env *Env) (any, error) {
 		if !ok {
 			return nil, mongoerr.New(40515, "'%s' must evaluate to an integer, found %s with value %s", n, bsonx.TypeName(v), ExtJSON(v))
 		}
-		if n == "year" || n == "isoWeekYear" {
+		switch n {
+		case "year":
 			if iv < 1 || iv > 9999 {
-				return nil, mongoerr.New(40523, "'%s' must evaluate to an integer in the range 1 to 9999, found %d", n, iv)
+				return nil, mongoerr.New(40523, "'year' must evaluate to an integer in the range 1 to 9999, found %d", iv)
 			}
-		} else if iv < -32768 || iv > 32767 {
+		case "isoWeekYear":
+			if iv < 1 || iv > 9999 {
+				return nil, mongoerr.New(31095, "'isoWeekYear' must evaluate to an integer in the range 1 to 9999, found %d", iv)
+			}
+		case "second", "millisecond":
+		default:
+			if iv >= -32768 && iv <= 32767 {
+				break
+			}
 			return nil, mongoerr.New(31034, "'%s' must evaluate to a value in the range [-32768, 32767]; value %d is not in range", n, iv)
 		}
 		vals[n] = iv
@@ -704,21 +713,25 @@ func (e *dateAdd) Eval(env *Env) (any, error) {
 	if !aok {
 		return nil, mongoerr.New(5166405, "%s expects integer amount of time units", e.name)
 	}
+	if e.sign < 0 && amt == math.MinInt64 {
+		return nil, mongoerr.New(6045000, "invalid $dateSubtract 'amount' parameter value: %d", amt)
+	}
 	t := addUnits(goTime(d, loc), u, amt*e.sign)
 	return fromTime(t), nil
 }
 
-func parseStartOfWeek(v any) (time.Weekday, error) {
+func parseStartOfWeek(op string, v any) (time.Weekday, error) {
 	s, ok := v.(string)
-	if ok {
-		for d := time.Sunday; d <= time.Saturday; d++ {
-			n := strings.ToLower(d.String())
-			if strings.EqualFold(s, n) || strings.EqualFold(s, n[:3]) {
-				return d, nil
-			}
+	if !ok {
+		return 0, mongoerr.New(5439015, "%s requires 'startOfWeek' to be a string, but got %s", op, bsonx.TypeName(v))
+	}
+	for d := time.Sunday; d <= time.Saturday; d++ {
+		n := strings.ToLower(d.String())
+		if strings.EqualFold(s, n) || strings.EqualFold(s, n[:3]) {
+			return d, nil
 		}
 	}
-	return 0, mongoerr.New(5439017, "unknown day of week value: %s", ExtJSON(v))
+	return 0, mongoerr.New(5439016, "%s parameter 'startOfWeek' value cannot be recognized as a day of a week: %s", op, s)
 }
 
 // truncUnit truncates t to the start of its unit (weeks start on sow).
@@ -809,7 +822,7 @@ func (e *dateDiffExpr) Eval(env *Env) (any, error) {
 		if IsNullish(v) {
 			return nil, nil
 		}
-		if sow, err = parseStartOfWeek(v); err != nil {
+		if sow, err = parseStartOfWeek("$dateDiff", v); err != nil {
 			return nil, err
 		}
 	}
@@ -844,8 +857,11 @@ func (e *dateTruncExpr) Eval(env *Env) (any, error) {
 			return nil, nil
 		}
 		b, ok := intArg(v)
-		if !ok || b <= 0 {
-			return nil, mongoerr.New(5439017, "$dateTrunc requires 'binSize' to be a 64-bit integer greater than zero, but got value '%s' of type %s", ExtJSON(v), bsonx.TypeName(v))
+		if !ok {
+			return nil, mongoerr.New(5439017, "$dateTrunc requires 'binSize' to be a 64-bit integer, but got value '%s' of type %s", ExtJSON(v), bsonx.TypeName(v))
+		}
+		if b <= 0 {
+			return nil, mongoerr.New(5439018, "$dateTrunc requires 'binSize' to be greater than 0, but got value %d", b)
 		}
 		bin = b
 	}
@@ -862,7 +878,7 @@ func (e *dateTruncExpr) Eval(env *Env) (any, error) {
 		if IsNullish(v) {
 			return nil, nil
 		}
-		if sow, err = parseStartOfWeek(v); err != nil {
+		if sow, err = parseStartOfWeek("$dateTrunc", v); err != nil {
 			return nil, err
 		}
 	}
@@ -1073,5 +1089,3 @@ func init() {
 		return &dateTruncExpr{c["date"], c["unit"], c["binSize"], c["timezone"], c["startOfWeek"]}, nil
 	}, "$dateTrunc")
 }
-
-var _ = math.MaxInt64

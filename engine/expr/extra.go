@@ -135,7 +135,11 @@ func init() {
 		}
 		ts, ok := v[0].(bson.Timestamp)
 		if !ok {
-			return nil, mongoerr.New(5687301, "%s expects argument of type timestamp but received %s", name, bsonx.TypeName(v[0]))
+			code := int32(5687301)
+			if name == "$tsIncrement" {
+				code = 5687302
+			}
+			return nil, mongoerr.New(code, " Argument to %s must be a timestamp, but is %s", name, bsonx.TypeName(v[0]))
 		}
 		if name == "$tsSecond" {
 			return int64(ts.T), nil
