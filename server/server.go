@@ -114,7 +114,8 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		ln.Close()
 		if errors.Is(err, pebblekv.ErrLocked) {
-			return nil, fmt.Errorf("cannot open data directory %s: another mayfly process is using it (its LOCK file is held): %w", dir, err)
+			// pebblekv's message names the directory and the held lock.
+			return nil, fmt.Errorf("cannot open the data directory: %w", err)
 		}
 		return nil, fmt.Errorf("cannot open data directory %s: %w", dir, err)
 	}
