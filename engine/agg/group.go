@@ -63,6 +63,9 @@ func parseGroup(d bson.D, opts *Options) (*groupStage, error) {
 	seen := map[string]bool{}
 	for _, e := range d {
 		if e.Key == "_id" {
+			if hasID {
+				return nil, mongoerr.New(15948, "a group's _id may only be specified once")
+			}
 			c, err := compileExpr(e.Value, opts)
 			if err != nil {
 				return nil, err

@@ -125,14 +125,20 @@ func init() {
 	}
 	stageParsers["$count"] = func(spec any, opts *Options) (stage, error) {
 		s, ok := spec.(string)
-		if !ok || s == "" {
+		switch {
+		case !ok:
 			return nil, mongoerr.New(40156, "the count field must be a non-empty string")
-		}
-		if strings.HasPrefix(s, "$") {
+		case s == "":
+			return nil, mongoerr.New(40157, "the count field must be a non-empty string")
+		case strings.HasPrefix(s, "$"):
 			return nil, mongoerr.New(40158, "the count field cannot be a $-prefixed path")
-		}
-		if strings.Contains(s, ".") {
+		case strings.ContainsRune(s, 0):
+			return nil, mongoerr.New(40159, "the count field cannot contain a null byte")
+		case strings.Contains(s, "."):
 			return nil, mongoerr.New(40160, "the count field cannot contain '.'")
+		case s == "_id":
+			// $count is $group {_id: null, <name>: {$sum: 1}}
+			return nil, mongoerr.New(15948, "a group's _id may only be specified once")
 		}
 		return &countStage{field: s}, nil
 	}
