@@ -103,16 +103,13 @@ func init() {
 		if s.as == nil {
 			return nil, mongoerr.New(mongoerr.FailedToParse, "must specify 'as' field for a $lookup")
 		}
+		if !s.hasPipeline && !(hasLocal && hasForeign) {
+			return nil, mongoerr.New(mongoerr.FailedToParse, "$lookup requires either 'pipeline' or both 'localField' and 'foreignField' to be specified")
+		}
 		if hasLocal != hasForeign {
-			if hasLocal {
-				return nil, mongoerr.New(mongoerr.FailedToParse, "$lookup requires both or neither of 'localField' and 'foreignField' to be specified")
-			}
 			return nil, mongoerr.New(mongoerr.FailedToParse, "$lookup requires both or neither of 'localField' and 'foreignField' to be specified")
 		}
 		s.hasEquality = hasLocal
-		if !s.hasPipeline && !s.hasEquality {
-			return nil, mongoerr.New(mongoerr.FailedToParse, "$lookup requires either 'pipeline' or both 'localField' and 'foreignField' to be specified")
-		}
 		if !hasFrom {
 			// only allowed when the sub-pipeline starts with $documents
 			ok := false
@@ -148,7 +145,7 @@ func init() {
 			}
 			for _, st := range stages {
 				if st.name() == "$out" || st.name() == "$merge" {
-					return nil, mongoerr.New(51047, "%s is not allowed within a $lookup's sub-pipeline", st.name())
+					return nil, mongoerr.New(51047, "%s is not allowed to be used within a $lookup stage", st.name())
 				}
 			}
 			s.pipeline = &Pipeline{stages: stages, opts: so}
