@@ -246,7 +246,7 @@ func (s *lookupStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterato
 			// The local value: an array matches any of its elements; a
 			// missing value matches null (and missing) foreign fields.
 			local := lookupValues(d, s.localField)
-			filter = bson.D{{Key: s.foreignField, Value: bson.D{{Key: "$in", Value: local}}}}
+			filter = equalityFilter(s.foreignField, local)
 		}
 		var results bson.A
 		if s.pipeline == nil {
@@ -427,4 +427,24 @@ func (s *facetStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterator
 		}
 		return []bson.D{out}, nil
 	}), nil
+}
+
+// equalityFilter matches documents whose field equals (or has an element
+// equal to) any of vals. $in is used unless a value is a regex, which $in
+// would treat as a pattern; those are matched with $eq.
+func equalityFilter(field string, vals bson.A) bson.D {
+	hasRegex := false
+	for _, v := range vals {
+		if _, ok := v.(bson.Regex); ok {
+			hasRegex = true
+		}
+	}
+	if !hasRegex {
+		return bson.D{{Key: field, Value: bson.D{{Key: "$in", Value: vals}}}}
+	}
+	or := bson.A{}
+	for _, v := range vals {
+		or = append(or, bson.D{{Key: field, Value: bson.D{{Key: "$eq", Value: v}}}})
+	}
+	return bson.D{{Key: "$or", Value: or}}
 }
