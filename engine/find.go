@@ -40,6 +40,20 @@ type compiledQuery struct {
 func (c *Collection) compileQuery(q *querySpec) (*compiledQuery, error) {
 	cq := &compiledQuery{c: c, spec: q}
 	var err error
+	if idOnlyEquality(q.filter) && q.hint == nil {
+		// {_id: v}: the _id key lookup decides the match exactly (equal keys
+		// are equal values and _id is never an array), so no matcher runs
+		// and documents can go out as stored.
+		cq.plan = idPointPlan([]any{q.filter[0].Value})
+		if len(q.projection) > 0 {
+			if cq.proj, err = query.CompileProjection(q.projection); err != nil {
+				return nil, err
+			}
+		}
+		cq.withTS = mentionsTS(q.projection)
+		cq.plan.sorted = true
+		return cq, nil
+	}
 	if len(q.filter) > 0 {
 		if cq.m, err = query.Compile(q.filter); err != nil {
 			return nil, err
@@ -70,6 +84,12 @@ func (c *Collection) compileQuery(q *querySpec) (*compiledQuery, error) {
 		cq.plan.sorted = true
 	}
 	return cq, nil
+}
+
+// idOnlyEquality reports whether a filter is exactly {_id: v} for an
+// indexable v (no operators, arrays, null or regex).
+func idOnlyEquality(f bson.D) bool {
+	return len(f) == 1 && f[0].Key == "_id" && indexable(f[0].Value)
 }
 
 // matches opens a raw stream of matching live documents (no sort, skip,
