@@ -53,13 +53,13 @@ type Stats struct {
 
 // Reaper runs passes in the background.
 type Reaper struct {
-	cfg   ReaperConfig
-	p     Purger
-	kick  chan struct{}
-	stop  chan struct{}
-	done  sync.WaitGroup
-	mu    sync.Mutex
-	stats Stats
+	cfg        ReaperConfig
+	p          Purger
+	kick       chan struct{}
+	stop       chan struct{}
+	done       sync.WaitGroup
+	mu         sync.Mutex
+	stats      Stats
 	idlePasses atomic.Int64
 }
 

@@ -22,7 +22,7 @@ func (f *fakePurger) PurgeBatch(ctx context.Context, nowMS int64, max int) (int,
 }
 
 func (f *fakePurger) Compact(ctx context.Context) (int64, error) { f.compacts.Add(1); return 42, nil }
-func (f *fakePurger) NowMS() int64                             { return 0 }
+func (f *fakePurger) NowMS() int64                               { return 0 }
 
 func TestPassDrainsInBatches(t *testing.T) {
 	p := &fakePurger{}
