@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -90,5 +91,23 @@ func TestUpdatesAndUpsert(t *testing.T) {
 	dr, err := c.DeleteMany(ctx, bson.D{})
 	if err != nil || dr.DeletedCount != 2 {
 		t.Fatal(dr, err)
+	}
+}
+
+func TestDistinctPaths(t *testing.T) {
+	ts := startServer(t)
+	c := ts.db("t").Collection("d")
+	c.InsertMany(ctx, []any{
+		bson.D{{Key: "a", Value: bson.A{bson.D{{Key: "b", Value: 1}}, bson.D{{Key: "c", Value: 2}}, bson.D{{Key: "b", Value: bson.A{3, 1}}}}}},
+		bson.D{{Key: "a", Value: bson.D{{Key: "b", Value: nil}}}},
+		bson.D{{Key: "x", Value: 1}},
+		bson.D{{Key: "a", Value: bson.D{{Key: "b", Value: "s"}}}},
+	})
+	var out bson.D
+	if err := ts.db("t").RunCommand(ctx, bson.D{{Key: "distinct", Value: "d"}, {Key: "key", Value: "a.b"}}).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(m(out)["values"]); got != "[<nil> 1 3 s]" {
+		t.Fatalf("distinct a.b = %s", got)
 	}
 }

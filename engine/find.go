@@ -2,6 +2,7 @@ package engine
 
 import (
 	"sort"
+	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -648,19 +649,7 @@ func (c *Collection) distinct(r *Request, key string, filter bson.D) (bson.A, *c
 		if key == "_ts" {
 			d = append(d, bson.E{Key: "_ts", Value: md.rec.ts})
 		}
-		vs, _, present := keyValuesAt(d, key)
-		if !present && !containsDot(key) {
-			continue
-		}
-		for _, v := range vs {
-			if v == nil && !present {
-				continue
-			}
-			if _, isUndef := v.(bson.Undefined); isUndef {
-				continue
-			}
-			vals = append(vals, v)
-		}
+		vals = appendDistinct(vals, d, strings.Split(key, "."))
 		cq.stats.nReturned++
 	}
 	sort.SliceStable(vals, func(i, j int) bool { return bsonx.Compare(vals[i], vals[j]) < 0 })
@@ -674,11 +663,33 @@ func (c *Collection) distinct(r *Request, key string, filter bson.D) (bson.A, *c
 	return out, cq, nil
 }
 
-func containsDot(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '.' {
-			return true
+// appendDistinct collects the values distinct sees at path: arrays are
+// unwound (their elements count, and documents inside them are traversed),
+// missing fields contribute nothing, explicit nulls count.
+func appendDistinct(out []any, v any, path []string) []any {
+	if len(path) == 0 {
+		if a, ok := v.(bson.A); ok {
+			return append(out, a...)
+		}
+		return append(out, v)
+	}
+	switch x := v.(type) {
+	case bson.D:
+		if fv, ok := bsonx.Get(x, path[0]); ok {
+			return appendDistinct(out, fv, path[1:])
+		}
+	case bson.A:
+		if i, err := positional(path[0]); err == nil {
+			if i < len(x) {
+				return appendDistinct(out, x[i], path[1:])
+			}
+			return out
+		}
+		for _, el := range x {
+			if d, ok := el.(bson.D); ok {
+				out = appendDistinct(out, d, path)
+			}
 		}
 	}
-	return false
+	return out
 }
