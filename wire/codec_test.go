@@ -115,7 +115,7 @@ func TestDecodeOpMsg(t *testing.T) {
 		},
 		{
 			name: "moreToCome (w:0 endSessions)",
-			msg: driverOpMsg(t, 11, wiremessage.MoreToCome, bson.D{{Key: "endSessions", Value: bson.A{}}, {Key: "$db", Value: "admin"}}),
+			msg:  driverOpMsg(t, 11, wiremessage.MoreToCome, bson.D{{Key: "endSessions", Value: bson.A{}}, {Key: "$db", Value: "admin"}}),
 			want: want{cmd: bson.D{{Key: "endSessions", Value: bson.A{}}, {Key: "$db", Value: "admin"}}, moreToCome: true},
 		},
 		{

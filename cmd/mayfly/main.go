@@ -86,6 +86,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *reaperRate != 0 {
 		parsed["ttl.reaperRate"] = int32(*reaperRate)
 	}
+	// Signals are caught before startup so that one arriving while the
+	// store opens still ends in a clean shutdown, not a kill.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
 	srv, err := server.Start(server.Config{
 		Bind: *bind, Port: *port, DBPath: *dbpath, Logger: log, ReaperRate: *reaperRate,
 		Argv: args, Parsed: parsed, ShutdownTimeout: shutdownTimeout,
@@ -102,8 +106,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	<-ctx.Done()
 	stop() // a second signal now kills the process the default way
 	log.Info("signal received; shutting down", zap.Duration("maxWait", shutdownTimeout))
