@@ -96,6 +96,9 @@ func (s *scanner) next() (*record, error) {
 	if s.p.kind == planOr {
 		return s.nextOr()
 	}
+	if s.p.points {
+		return s.nextPoint()
+	}
 	nRanges := len(s.p.ranges)
 	if s.p.kind == planCollScan {
 		nRanges = 1
@@ -163,6 +166,31 @@ func (s *scanner) next() (*record, error) {
 	}
 	s.done = true
 	s.pause()
+	return nil, nil
+}
+
+// nextPoint reads the next _id of a points plan with a point Get (the
+// store's bloom filters skip tables without it; an iterator cannot).
+func (s *scanner) nextPoint() (*record, error) {
+	n := len(s.p.ranges)
+	for s.rangeI < n {
+		i := s.rangeI
+		if s.p.reverse {
+			i = n - 1 - i
+		}
+		s.rangeI++
+		r, err := s.c.getRecord(s.c.e.kv, s.p.ranges[i].lo)
+		if err != nil {
+			return nil, err
+		}
+		if r == nil {
+			continue
+		}
+		s.stats.keysExamined++
+		s.stats.docsExamined++
+		return r, nil
+	}
+	s.done = true
 	return nil, nil
 }
 

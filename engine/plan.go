@@ -34,7 +34,13 @@ type plan struct {
 	reverse bool
 	// sorted: the scan yields documents in the order the query asked for.
 	sorted bool
-	subs   []*plan
+	// points: a planIDScan whose every range is one exact _id (read with
+	// a point Get, which uses the bloom filters, instead of an iterator).
+	points bool
+	// idPoints are the _id values of a points plan, for explain's bounds
+	// (built on demand: most queries never need the strings).
+	idPoints []any
+	subs     []*plan
 	// bounds for explain: field → ["[1, 1]", …]
 	bounds bson.D
 }
@@ -269,7 +275,7 @@ func planQuery(s *collState, filter, sortSpec bson.D, hint any) (*plan, error) {
 	preds := map[string]*pred{}
 	analyze(filter, preds)
 	if p := preds["_id"]; p.pointsUsable() {
-		return idPointPlan(p.points), nil
+		return sortByID(idPointPlan(p.points), sortSpec), nil
 	}
 	if or, ok := bsonx.Get(filter, "$or"); ok && len(filter) == 1 {
 		if p := planOrBranches(s, or); p != nil {
@@ -288,32 +294,82 @@ func planQuery(s *collState, filter, sortSpec bson.D, hint any) (*plan, error) {
 	}
 	if p := preds["_id"]; best == nil && p.rangeUsable() {
 		r := rangeFor(nil, p, false)
-		return &plan{kind: planIDScan, ranges: []keyRange{r}, bounds: bson.D{{Key: "_id", Value: bson.A{boundString(p)}}}}, nil
+		return sortByID(&plan{kind: planIDScan, ranges: []keyRange{r}, bounds: bson.D{{Key: "_id", Value: bson.A{boundString(p)}}}}, sortSpec), nil
 	}
 	if best != nil {
 		return best, nil
 	}
-	return &plan{kind: planCollScan}, nil
+	return sortByID(&plan{kind: planCollScan}, sortSpec), nil
+}
+
+// sortByID marks a collection scan or _id scan as giving a sort on _id
+// alone: documents are stored in _id order (keycodec is MongoDB's
+// comparison order, and _id is never an array), so no blocking sort is
+// needed and a limit stops the scan early.
+func sortByID(p *plan, sortSpec bson.D) *plan {
+	if len(sortSpec) != 1 || sortSpec[0].Key != "_id" || (p.kind != planIDScan && p.kind != planCollScan) {
+		return p
+	}
+	if _, ok := bsonx.ToFloat(sortSpec[0].Value); !ok {
+		return p
+	}
+	p.sorted, p.reverse = true, isDescending(sortSpec[0].Value)
+	return p
+}
+
+// explainBounds returns the plan's bounds for explain, building an _id
+// points plan's on demand.
+func (p *plan) explainBounds() bson.D {
+	if p.bounds != nil || !p.points {
+		return p.bounds
+	}
+	var bounds bson.A
+	seen := map[string]bool{}
+	for _, v := range p.idPoints {
+		if isDupKey(nil, seen, keycodec.AppendValue(nil, v)) {
+			continue
+		}
+		bounds = append(bounds, "["+valString(v)+", "+valString(v)+"]")
+	}
+	p.bounds = bson.D{{Key: "_id", Value: bounds}}
+	return p.bounds
+}
+
+// isDupKey reports whether k was seen before, recording it: in seen when
+// there is a map (many points), else by a linear look at ranges' starts.
+func isDupKey(ranges []keyRange, seen map[string]bool, k []byte) bool {
+	if seen != nil {
+		if seen[string(k)] {
+			return true
+		}
+		seen[string(k)] = true
+		return false
+	}
+	for _, r := range ranges {
+		if bytes.Equal(r.lo, k) {
+			return true
+		}
+	}
+	return false
 }
 
 func idPointPlan(points []any) *plan {
-	p := &plan{kind: planIDScan}
-	var bounds bson.A
-	seen := map[string]bool{}
+	p := &plan{kind: planIDScan, points: true, idPoints: points}
+	var seen map[string]bool
+	if len(points) > 8 {
+		seen = make(map[string]bool, len(points))
+	}
 	for _, v := range points {
 		k := keycodec.AppendValue(nil, v)
-		if seen[string(k)] {
+		if isDupKey(p.ranges, seen, k) {
 			continue
 		}
-		seen[string(k)] = true
 		p.ranges = append(p.ranges, keyRange{k, keycodec.PrefixEnd(k)})
-		bounds = append(bounds, "["+valString(v)+", "+valString(v)+"]")
 	}
 	sortRanges(p.ranges)
 	if len(p.ranges) == 0 {
 		p.kind = planEOF
 	}
-	p.bounds = bson.D{{Key: "_id", Value: bounds}}
 	return p
 }
 
