@@ -41,6 +41,7 @@ type config struct {
 	small      bool
 	duration   time.Duration
 	ttlDocs    int64
+	purgeCap   time.Duration
 	out        string
 	chart      string
 	workloads  map[string]bool
@@ -75,6 +76,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&c.small, "small", false, "tiny run (~15 s) for smoke tests: fewer records, short phases")
 	fs.DurationVar(&c.duration, "duration", 5*time.Second, "length of each timed phase")
 	fs.Int64Var(&c.ttlDocs, "ttl-docs", 1_000_000, "size of the expired set purged under foreground load")
+	fs.DurationVar(&c.purgeCap, "purge-cap", 60*time.Second, "longest the no-load purge of the rest of the large expired set may take")
 	fs.StringVar(&c.out, "out", "bench-out/results.json", "JSON results file (the chart goes next to it as results.svg)")
 	fs.StringVar(&wl, "workloads", "all", "comma-separated phases to run: "+strings.Join(allPhases, ","))
 	fs.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run (client and in-process server) to this file")
