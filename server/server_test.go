@@ -418,3 +418,39 @@ func TestStartErrors(t *testing.T) {
 		t.Errorf("locked dbpath: %v", err)
 	}
 }
+
+// TestDriverDocumentSequences sends real kind-1 document sequences: the
+// driver puts insertMany's documents in one, split by maxWriteBatchSize and
+// maxMessageSizeBytes.
+func TestDriverDocumentSequences(t *testing.T) {
+	s := start(t)
+	c := connect(t, s)
+	coll := c.Database("test").Collection("seq")
+	ctx := context.Background()
+	docs := make([]any, 3000)
+	pad := strings.Repeat("x", 20000) // 60 MB in all: more than one message
+	for i := range docs {
+		docs[i] = bson.D{{Key: "_id", Value: int32(i)}, {Key: "pad", Value: pad}}
+	}
+	if _, err := coll.InsertMany(ctx, docs); err != nil {
+		t.Fatalf("insertMany: %v", err)
+	}
+	n, err := coll.CountDocuments(ctx, bson.D{})
+	if err != nil || n != int64(len(docs)) {
+		t.Fatalf("count = %d, %v; want %d", n, err, len(docs))
+	}
+	if st := s.Stats(); st.BytesIn < 60_000_000 {
+		t.Errorf("bytesIn = %d after 60 MB of inserts", st.BytesIn)
+	}
+	// A document nested deeper than mongod's 200 levels is refused with
+	// Overflow, and the connection goes on.
+	deep := bson.D{}
+	for i := 0; i < 250; i++ {
+		deep = bson.D{{Key: "a", Value: deep}}
+	}
+	_, err = coll.InsertMany(ctx, []any{bson.D{{Key: "_id", Value: "deep"}, {Key: "d", Value: deep}}, bson.D{}})
+	wantCode(t, err, mongoerr.Overflow)
+	if err := c.Ping(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+}
