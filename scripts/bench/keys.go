@@ -87,3 +87,5 @@ func letters(r *rand.Rand, b []byte) {
 		}
 	}
 }
+
+func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 1)) }

@@ -96,11 +96,13 @@ func (r *report) printTable(w io.Writer) {
 	fmt.Fprintf(w, "\nmayfly bench — %d clients, %d records, %s per phase, %d CPUs (%s)\n", r.Config["clients"], r.Config["records"],
 		time.Duration(r.Config["phaseSeconds"].(float64)*float64(time.Second)), r.Machine["numCPU"], r.Target)
 	fmt.Fprintf(w, "keys: %s\n\n", r.KeyChoice)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight|tabwriter.Debug)
-	fmt.Fprintln(tw, "workload\t ops/s\t p50\t p99\t ratio\t vs\t")
+	// A Markdown table: readable in a terminal and pasteable into BENCHMARKS.md.
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+	fmt.Fprintln(tw, "| workload\t| ops/s\t| p50\t| p99\t| ratio\t| vs\t|")
+	fmt.Fprintln(tw, "|---\t|---:\t|---:\t|---:\t|---:\t|---\t|")
 	for _, res := range r.Results {
 		if res.NA {
-			fmt.Fprintf(tw, "%s\t n/a\t -\t -\t -\t %s\t\n", res.Name, res.Note)
+			fmt.Fprintf(tw, "| %s\t| n/a\t| -\t| -\t| -\t| %s\t|\n", res.Name, res.Note)
 			continue
 		}
 		unit := ""
@@ -111,7 +113,7 @@ func (r *report) printTable(w io.Writer) {
 		if res.Vs != "" {
 			ratio = fmt.Sprintf("%.2f", res.Ratio)
 		}
-		fmt.Fprintf(tw, "%s\t %.0f%s\t %s\t %s\t %s\t %s\t\n", res.Name, res.PerSec, unit, fmtUs(res.P50us), fmtUs(res.P99us), ratio, res.Vs)
+		fmt.Fprintf(tw, "| %s\t| %.0f%s\t| %s\t| %s\t| %s\t| %s\t|\n", res.Name, res.PerSec, unit, fmtUs(res.P50us), fmtUs(res.P99us), ratio, res.Vs)
 	}
 	tw.Flush()
 	if t := r.TTL; t != nil {

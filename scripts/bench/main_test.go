@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSmallRun runs the whole tool with --small (about 15 s) so that it
+// cannot rot: every phase must run and produce its figures.
+func TestSmallRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the benchmark tool for ~15 s")
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "results.json")
+	var stdout bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := run(ctx, []string{"--small", "--quiet", "--out", out, "--dir", filepath.Join(dir, "data")}, &stdout); err != nil {
+		t.Fatalf("bench --small: %v\n%s", err, stdout.String())
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]Result{}
+	for _, r := range rep.Results {
+		byName[r.Name] = r
+	}
+	for _, name := range []string{"wire ceiling (ping)", "engine ceiling: Pebble Get (1 KB)", "insertMany (batches of 1000)",
+		"point read by _id (uniform)", "YCSB A: 50% read / 50% update", "YCSB E: 95% scan ≤100 / 5% insert",
+		"indexed range query (10 docs)", "full scan, TTL on (nothing expired)", "ttl: point read while reaper purges"} {
+		r, ok := byName[name]
+		if !ok {
+			t.Errorf("no %q row", name)
+			continue
+		}
+		if r.PerSec <= 0 || r.Units <= 0 {
+			t.Errorf("%q: %+v", name, r)
+		}
+	}
+	if rep.TTL == nil || rep.TTL.LiveBytes.SST == 0 || rep.TTL.IdlePurgePerSec <= 0 {
+		t.Errorf("TTL figures missing: %+v", rep.TTL)
+	}
+	if svg, err := os.ReadFile(filepath.Join(dir, "results.svg")); err != nil || !strings.Contains(string(svg), "<svg") {
+		t.Errorf("chart: %v", err)
+	}
+	if !strings.Contains(stdout.String(), "| point read by _id (uniform)") {
+		t.Errorf("table missing from stdout:\n%s", stdout.String())
+	}
+}
+
+func TestHistQuantiles(t *testing.T) {
+	var h hist
+	for i := 1; i <= 1000; i++ {
+		h.record(time.Duration(i) * time.Microsecond)
+	}
+	for _, c := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 500 * time.Microsecond}, {0.99, 990 * time.Microsecond}} {
+		got := h.quantile(c.q)
+		if d := float64(got-c.want) / float64(c.want); d < -0.02 || d > 0.02 {
+			t.Errorf("q%.2f = %v, want %v ±2%%", c.q, got, c.want)
+		}
+	}
+}
+
+func TestZipfianSkew(t *testing.T) {
+	z := newZipfian(1000)
+	r := newRand(1)
+	counts := make([]int, 1000)
+	for i := 0; i < 100000; i++ {
+		v := z.next(r)
+		if v < 0 || v >= 1000 {
+			t.Fatalf("out of range: %d", v)
+		}
+		counts[v]++
+	}
+	// θ = 0.99 over 1000 items: rank 0 draws about 13 % of the samples.
+	if counts[0] < 10000 || counts[0] < 5*counts[10] {
+		t.Errorf("not skewed: rank 0 %d, rank 10 %d", counts[0], counts[10])
+	}
+}
+
+func TestLoopbackOnly(t *testing.T) {
+	for uri, ok := range map[string]bool{
+		"mongodb://127.0.0.1:27017":          true,
+		"mongodb://localhost/?x=1":           true,
+		"mongodb://[::1]:1/":                 true,
+		"mongodb://10.0.0.1:27017":           false,
+		"mongodb://u:p@db.example.com:27017": false,
+	} {
+		if err := checkLoopback(uri); (err == nil) != ok {
+			t.Errorf("%s: %v", uri, err)
+		}
+	}
+}
