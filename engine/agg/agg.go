@@ -213,7 +213,7 @@ func parseStages(pipeline bson.A, opts *Options, inFacet bool) ([]stage, error) 
 		if !ok {
 			switch name {
 			case "$densify", "$fill", "$setWindowFields", "$search", "$searchMeta", "$vectorSearch", "$geoNear",
-				"$graphLookup", "$changeStream", "$currentOp", "$listSessions", "$listLocalSessions", "$planCacheStats":
+				"$changeStream", "$currentOp", "$listSessions", "$listLocalSessions", "$planCacheStats":
 				return nil, mongoerr.New(mongoerr.NotImplemented, "%s is not supported by mayfly", name)
 			}
 			return nil, mongoerr.New(40324, "Unrecognized pipeline stage name: '%s'", name)
@@ -223,7 +223,7 @@ func parseStages(pipeline bson.A, opts *Options, inFacet bool) ([]stage, error) 
 		}
 		if inFacet {
 			switch name {
-			case "$out", "$merge", "$facet", "$collStats", "$indexStats", "$documents", "$unionWith":
+			case "$out", "$merge", "$facet", "$collStats", "$indexStats", "$documents":
 				return nil, mongoerr.New(40600, "%s is not allowed to be used within a $facet stage", name)
 			}
 		}
