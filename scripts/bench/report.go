@@ -142,8 +142,8 @@ func (r *report) writeSVG(path string) error {
 		}
 	}
 	const (
-		left, right, top, rowH, barH = 330.0, 40.0, 50.0, 26.0, 16.0
-		width                        = 1000.0
+		left, right, top, rowH, barH = 390.0, 40.0, 50.0, 26.0, 16.0
+		width                        = 1150.0
 	)
 	plotW := width - left - right
 	height := top + rowH*float64(len(rows)) + 60
@@ -164,7 +164,7 @@ func (r *report) writeSVG(path string) error {
 	fmt.Fprintf(&s, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", width, height)
 	fmt.Fprintf(&s, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(&s, `<text x="%.0f" y="22" font-size="15" font-weight="bold">mayfly throughput per workload (log scale, ops/s or docs/s), %v CPUs, %v clients</text>`+"\n",
-		left-300, r.Machine["numCPU"], r.Config["clients"])
+		10.0, r.Machine["numCPU"], r.Config["clients"])
 	bottom := top + rowH*float64(len(rows))
 	for d := dlo; d <= dhi; d++ {
 		for _, mul := range []float64{1, 2, 5} {
@@ -207,7 +207,7 @@ func (r *report) writeSVG(path string) error {
 		xx := x(res.PerSec)
 		fmt.Fprintf(&s, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#444" stroke-dasharray="4,3"/>`+"\n", xx, top-8, xx, bottom)
 	}
-	fmt.Fprintf(&s, `<text x="%.0f" y="%.1f" fill="#555">grey bars and dashed lines: ceilings (wire = ping through the driver; engine = the same work on Pebble directly)</text>`+"\n", left-300, bottom+40)
+	fmt.Fprintf(&s, `<text x="%.0f" y="%.1f" fill="#555">grey bars and dashed lines: ceilings (wire = ping through the driver; engine = the same work on Pebble directly)</text>`+"\n", 10.0, bottom+40)
 	s.WriteString("</svg>\n")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
