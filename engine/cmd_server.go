@@ -449,15 +449,13 @@ func (e *Engine) connStats() (current, totalCreated, bytesIn, bytesOut, numReque
 	return e.info.ConnStats()
 }
 
+// hostPort is serverStatus.host: the machine's name and the port, as
+// mongod reports it (not the bind address, which may be 0.0.0.0).
 func (e *Engine) hostPort() string {
-	h := e.info.Host
-	if h == "" || h == "0.0.0.0" || h == "::" {
-		h = srvHostname()
-	}
 	if e.info.Port == 0 {
-		return h
+		return srvHostname()
 	}
-	return h + ":" + strconv.Itoa(e.info.Port)
+	return srvHostname() + ":" + strconv.Itoa(e.info.Port)
 }
 
 func cmdServerStatus(e *Engine, r *Request) (bson.D, error) {

@@ -209,7 +209,7 @@ func TestServerStatusAndSections(t *testing.T) {
 	e := srvTestEngine(t)
 	srvTestOK(t, e, "admin", bson.D{{Key: "ping", Value: int32(1)}})
 	r := srvTestOK(t, e, "admin", bson.D{{Key: "serverStatus", Value: int32(1)}})
-	if r.Lookup("host").StringValue() != "127.0.0.1:27017" || r.Lookup("version").StringValue() != Version || r.Lookup("pid").Int64() == 0 {
+	if !strings.HasSuffix(r.Lookup("host").StringValue(), ":27017") || r.Lookup("version").StringValue() != Version || r.Lookup("pid").Int64() == 0 {
 		t.Errorf("serverStatus header: %v", r)
 	}
 	if r.Lookup("connections", "current").Int32() != 3 || r.Lookup("connections", "totalCreated").Int32() != 7 ||
