@@ -80,6 +80,12 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = 10 * time.Second
 	}
+	if cfg.Parsed == nil {
+		cfg.Parsed = map[string]any{"net.bindIp": cfg.Bind, "net.port": int32(cfg.Port)}
+		if !cfg.InMemory {
+			cfg.Parsed["storage.dbPath"] = cfg.DBPath
+		}
+	}
 	log := cfg.Logger
 	s := &Server{cfg: cfg, log: log, served: make(chan error, 1)}
 
