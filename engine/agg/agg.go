@@ -212,7 +212,7 @@ func parseStages(pipeline bson.A, opts *Options, inFacet bool) ([]stage, error) 
 		p, ok := stageParsers[name]
 		if !ok {
 			switch name {
-			case "$densify", "$search", "$searchMeta", "$vectorSearch", "$geoNear",
+			case "$search", "$searchMeta", "$vectorSearch", "$geoNear",
 				"$changeStream", "$currentOp", "$listSessions", "$listLocalSessions", "$planCacheStats":
 				return nil, mongoerr.New(mongoerr.NotImplemented, "%s is not supported by mayfly", name)
 			}
