@@ -55,14 +55,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 		version    = fs.Bool("version", false, "print the version and exit")
 	)
 	fs.StringVar(bind, "bind_ip", "127.0.0.1", "same as --bind (mongod's spelling)")
+	// --help goes to stdout (it was asked for); usage after a flag error
+	// goes to stderr. flag prints usage itself before returning ErrHelp, so
+	// the writer is chosen up front.
+	wantHelp := false
+	for _, a := range args[1:] {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "-help" || a == "--help" || a == "--h" {
+			wantHelp = true
+		}
+	}
+	if wantHelp {
+		fs.SetOutput(stdout)
+	}
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: mayfly [flags]\n\nmayfly is a MongoDB-compatible document database server.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.Usage()
 			return exitOK
 		}
 		return exitBadOptions

@@ -110,11 +110,11 @@ func TestVersionAndHelp(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "7.0.") {
 		t.Errorf("--version: %d %q", code, out)
 	}
-	code, out, _ = runOnce(t, "--help")
-	if code != 0 || !strings.Contains(out, "--dbpath") && !strings.Contains(out, "-dbpath") {
-		t.Errorf("--help: %d %q", code, out)
+	code, out, errOut := runOnce(t, "--help")
+	if code != 0 || !strings.Contains(out, "-dbpath") || errOut != "" {
+		t.Errorf("--help: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	code, _, errOut := runOnce(t, "--log-level", "loud")
+	code, _, errOut = runOnce(t, "--log-level", "loud")
 	if code != exitBadOptions || !strings.Contains(errOut, "log-level") {
 		t.Errorf("bad --log-level: %d %q", code, errOut)
 	}
