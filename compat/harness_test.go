@@ -101,6 +101,8 @@ type env struct {
 	tg  *target
 	cli *mongo.Client
 	db  *mongo.Database
+	// aligned is when alignSecond last returned (real clock only).
+	aligned time.Time
 }
 
 // newEnv gives a parallel test its own database on the shared server. The
@@ -197,6 +199,16 @@ func (e *env) alignSecond() {
 	now := time.Now()
 	next := now.Truncate(time.Second).Add(time.Second + 30*time.Millisecond)
 	time.Sleep(next.Sub(now))
+	e.aligned = time.Now()
+}
+
+// timing describes, against a real clock, how far the test is past its last
+// alignSecond, so that a failure on an overloaded machine says so.
+func (e *env) timing() string {
+	if e.tg.clock != nil || e.aligned.IsZero() {
+		return ""
+	}
+	return fmt.Sprintf(" [real clock: %v after the aligned second start %s]", time.Since(e.aligned).Round(time.Millisecond), e.aligned.Truncate(time.Second).Format("15:04:05"))
 }
 
 // serverStatusWait is how long a test waits for background work (the reaper).

@@ -50,7 +50,7 @@ func (e *env) wantVisible(coll string, id any, want bool, when string) {
 	e.t.Helper()
 	if got := e.visible(coll, id); got != want {
 		state := map[bool]string{true: "visible", false: "gone (expired)"}
-		e.t.Fatalf("%s: document %v in %s is %s, want %s", when, id, coll, state[got], state[want])
+		e.t.Fatalf("%s: document %v in %s is %s, want %s%s", when, id, coll, state[got], state[want], e.timing())
 	}
 }
 
@@ -60,7 +60,7 @@ func (e *env) wantIDs(coll string, when string, ids ...int) {
 	got := e.ids(coll)
 	want := idList(ids...)
 	if strings.Join(got, ",") != strings.Join(want, ",") {
-		e.t.Fatalf("%s: visible _ids in %s are %v, want %v", when, coll, got, want)
+		e.t.Fatalf("%s: visible _ids in %s are %v, want %v%s", when, coll, got, want, e.timing())
 	}
 }
 
@@ -146,6 +146,11 @@ func (e *env) wantDefaultTTL(coll string, want any) {
 	docEq(e.t, val(e.t, ix, "key").Document(), bson.D{{Key: "_ts", Value: 1}})
 	eq(e.t, "_ts_1 expireAfterSeconds", intOf(e.t, val(e.t, ix, "expireAfterSeconds"), "expireAfterSeconds"), w)
 	eq(e.t, "collStats ttl.defaultTimeToLive", intOf(e.t, val(e.t, stats, "ttl.defaultTimeToLive"), "collStats ttl.defaultTimeToLive"), w)
+	cs := e.aggregate(coll, bson.A{bson.D{{Key: "$collStats", Value: bson.D{{Key: "storageStats", Value: bson.D{}}}}}})
+	if len(cs) != 1 {
+		e.t.Fatalf("$collStats returned %d documents", len(cs))
+	}
+	eq(e.t, "$collStats storageStats.ttl.defaultTimeToLive", intOf(e.t, val(e.t, cs[0], "storageStats.ttl.defaultTimeToLive"), "$collStats storageStats.ttl.defaultTimeToLive"), w)
 }
 
 // ts reads a document's _ts through a projection that names it.

@@ -268,6 +268,22 @@ func TestTTL_NoResurrection(t *testing.T) {
 	}
 }
 
+func TestTTL_NoResurrectionWhenTheClockGoesBack(t *testing.T) {
+	mayflyOnly(t)
+	e := newClockEnv(t)
+	if !e.inProcess() {
+		t.Skip("needs the in-process fake clock to move the server's time backwards")
+	}
+	e.create("c", dttl(2))
+	e.insert("c", bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 2}, {Key: "ttl", Value: 100}})
+	start := e.now()
+	e.advance(3 * sec)
+	e.wantIDs("c", "after expiry", 2)
+	e.tg.clock.Set(start.Add(-time.Hour)) // the host clock jumps back an hour
+	e.wantIDs("c", "after the clock went back (spec §6.5: the expiry clock never runs backwards)", 2)
+	eq(t, "countDocuments", e.count("c", nil), int64(1))
+}
+
 // §7: MongoDB TTL indexes on Date fields, with instant invisibility.
 
 func TestTTLIndex_Differs_DateExpiredInvisibleImmediately(t *testing.T) {
