@@ -310,7 +310,11 @@ func (c *conn) serve() {
 		}
 		h, msg, err := ReadMessage(c.br, *in)
 		*in = msg[:0]
-		s.bytesIn.Add(int64(len(msg)))
+		if err == nil {
+			s.bytesIn.Add(int64(len(msg)))
+		} else if h.Length != 0 {
+			s.bytesIn.Add(HeaderLen) // the body, if any, was not (all) read
+		}
 		if err != nil {
 			c.frameFailed(log, h, err)
 			return

@@ -372,3 +372,37 @@ func TestShutdownDeadline(t *testing.T) {
 	}
 	close(h.block)
 }
+
+// BenchmarkPingRoundTrip measures one request/reply on one connection
+// through the whole loop (framing, decode, handler, encode, flush).
+func BenchmarkPingRoundTrip(b *testing.B) {
+	s := NewServer(HandlerFunc(func(ctx context.Context, req *Request) bson.Raw {
+		r, _ := bson.Marshal(bson.D{{Key: "ok", Value: 1.0}})
+		return r
+	}), Options{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go s.Serve(ln)
+	defer s.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	msg := ping(b, 1)
+	var buf []byte
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := c.Write(msg); err != nil {
+			b.Fatal(err)
+		}
+		_, reply, err := ReadMessage(c, buf)
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf = reply[:0]
+	}
+}
