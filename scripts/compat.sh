@@ -141,7 +141,7 @@ go_rc=$?
 go_pass=$(grep -c '^--- PASS' "$TMP/go.log")
 go_fail=$(grep -c '^--- FAIL' "$TMP/go.log")
 go_skip=$(grep -c '^--- SKIP' "$TMP/go.log")
-grep -E '^(--- FAIL|--- SKIP)|^\s+\S+_test\.go:[0-9]+:' "$TMP/go.log" | head -200
+grep -vE '^(=== (RUN|PAUSE|CONT|NAME)|\s*--- PASS|PASS$|ok )' "$TMP/go.log" | head -300
 passed=$((passed + go_pass))
 failed=$((failed + go_fail))
 while read -r name; do failures+=("go: $name"); done < <(grep '^--- FAIL' "$TMP/go.log" | awk '{print $3}')
