@@ -216,7 +216,7 @@ func (s *densifyStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterat
 			}
 			return d
 		}
-		const maxGenerated = 10_000_000
+		const maxGenerated = 500_000 // mongod's internalQueryMaxAllowedDensifyDocs
 		generated := 0
 		for start := 0; start < len(items); {
 			end := start + 1
@@ -241,7 +241,7 @@ func (s *densifyStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterat
 					out = append(out, newDoc(cur, part[0].pv))
 					generated++
 					if generated > maxGenerated {
-						return nil, mongoerr.New(5897900, "$densify generated too many documents")
+						return nil, mongoerr.New(5897900, "Generated %d documents in $densify, which is over the limit of %d. Increase the 'internalQueryMaxAllowedDensifyDocs' parameter to allow more generated documents", generated, maxGenerated)
 					}
 					var err error
 					if cur, err = s.next(cur); err != nil {
@@ -260,7 +260,7 @@ func (s *densifyStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterat
 				out = append(out, newDoc(cur, part[0].pv))
 				generated++
 				if generated > maxGenerated {
-					return nil, mongoerr.New(5897900, "$densify generated too many documents")
+					return nil, mongoerr.New(5897900, "Generated %d documents in $densify, which is over the limit of %d. Increase the 'internalQueryMaxAllowedDensifyDocs' parameter to allow more generated documents", generated, maxGenerated)
 				}
 				var err error
 				if cur, err = s.next(cur); err != nil {
