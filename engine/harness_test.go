@@ -36,7 +36,7 @@ func startServer(t testing.TB) *testServer {
 		t.Fatal(err)
 	}
 	clock := ttl.NewFakeClock(t0)
-	e, err := engine.Open(engine.Config{KV: kv, Clock: clock, Logger: zaptest.NewLogger(t).WithOptions(), Reaper: engine.ReaperConfig{Disabled: true}})
+	e, err := engine.Open(engine.Config{KV: kv, Clock: clock, Logger: zaptest.NewLogger(t).WithOptions(), Reaper: engine.ReaperConfig{Disabled: true, CompactThreshold: 1 << 20}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,7 +96,11 @@ func TestPlannerDifferential(t *testing.T) {
 	plain, indexed := db.Collection("plain"), db.Collection("indexed")
 	r := rand.New(rand.NewPCG(7, 11))
 	var docs []any
-	for i := 0; i < 1200; i++ {
+	ndocs := 1200
+	if testing.Short() {
+		ndocs = 300
+	}
+	for i := 0; i < ndocs; i++ {
 		docs = append(docs, randDoc(r, i))
 	}
 	if _, err := plain.InsertMany(ctx, docs); err != nil {
@@ -123,7 +127,7 @@ func TestPlannerDifferential(t *testing.T) {
 	sorts := []bson.D{nil, {{Key: "a", Value: 1}, {Key: "_id", Value: 1}}, {{Key: "b", Value: -1}, {Key: "a", Value: 1}, {Key: "_id", Value: -1}}, {{Key: "c.d", Value: -1}, {Key: "_id", Value: 1}}}
 	queries := 200
 	if testing.Short() {
-		queries = 50
+		queries = 40
 	}
 	for q := 0; q < queries; q++ {
 		filter := randFilter(r)
