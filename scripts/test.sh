@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # THE test command: everything CI runs, in order.
-#   1. gofmt check   2. go vet ./...   3. go test -race ./...
+#   1. gofmt check   2. go vet ./...   3. go test -race -short ./... then go test ./...
 #   4. scripts/compat.sh against the freshly built binary (Go driver suite,
 #      mongosh, Node.js driver; clients are installed into .cache/ once)
 #   5. the benchmark smoke run, go run ./scripts/bench --small (if present)
@@ -31,14 +31,21 @@ fi
 banner "go vet ./..."
 if go vet ./...; then pass "go vet"; else fail "go vet"; fi
 
-banner "go test -race ./..."
-if go test -race -count=1 -timeout 10m ./... 2>&1 | tee /tmp/mayfly-gotest.$$ | grep -Ev '^(=== |--- PASS|PASS$)'; then :; fi
-if grep -qE '^(FAIL|panic:)|^--- FAIL' /tmp/mayfly-gotest.$$ || ! grep -qE '^ok ' /tmp/mayfly-gotest.$$; then
-  fail "go test -race ./..."
-else
-  pass "go test -race ./..."
-fi
-rm -f /tmp/mayfly-gotest.$$
+banner "go test -race -short ./..."
+# The race detector slows storage-heavy tests ~10x: this pass runs every
+# test with -short (heavy tests trim their data sizes), the next one runs
+# them at full size without the detector.
+gotest() { # name, args...
+  local name=$1; shift
+  local log=/tmp/mayfly-gotest.$$
+  go test -count=1 -timeout 10m "$@" ./... 2>&1 | tee "$log" | grep -Ev '^(=== |--- PASS|PASS$)'
+  if grep -qE '^(FAIL|panic:)|^--- FAIL' "$log" || ! grep -qE '^ok ' "$log"; then fail "$name"; else pass "$name"; fi
+  rm -f "$log"
+}
+gotest "go test -race -short ./..." -race -short
+
+banner "go test ./... (full sizes)"
+gotest "go test ./..."
 
 banner "scripts/compat.sh (built binary, Go driver suite + mongosh + Node.js driver)"
 scripts/compat.sh </dev/null 2>&1 | tee /tmp/mayfly-compat.$$
