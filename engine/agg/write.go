@@ -3,6 +3,7 @@ package agg
 import (
 	"context"
 	"strings"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -315,7 +316,8 @@ func filterValues(f bson.D) bson.D {
 // $replaceRoot and $replaceWith are allowed, as in mongod (other stages fail
 // with InvalidOptions). The returned function applies the stages to a
 // document with the given variables (the command's let values, $$new for
-// $merge, ...; $$NOW defaults to the call time); it does not modify doc.
+// $merge, ...; $$NOW defaults to the time of compilation, so that it is the
+// same for every document of one update); it does not modify doc.
 func CompileUpdatePipeline(p bson.A) (func(doc bson.D, vars map[string]any) (bson.D, error), error) {
 	opts := &Options{MemoryLimit: DefaultMemoryLimit}
 	var stages []stage
@@ -341,7 +343,18 @@ func CompileUpdatePipeline(p bson.A) (func(doc bson.D, vars map[string]any) (bso
 		}
 		stages = append(stages, st)
 	}
+	// $$NOW is one instant per compiled update (mongod fixes it per
+	// command) unless the caller passes its own.
+	now := bson.NewDateTimeFromTime(time.Now())
 	return func(doc bson.D, vars map[string]any) (bson.D, error) {
+		if _, ok := vars["NOW"]; !ok {
+			nv := make(map[string]any, len(vars)+1)
+			for k, v := range vars {
+				nv[k] = v
+			}
+			nv["NOW"] = now
+			vars = nv
+		}
 		cur := doc
 		for _, st := range stages {
 			env := &expr.Env{Root: cur, Vars: vars}
