@@ -13,6 +13,10 @@ import (
 
 // ---- $lookup
 
+// maxUserDocSize is BSONObjMaxUserSize plus mongod's internal allowance
+// (16 MB + 16 KB), the limit on a $lookup's joined array.
+const maxUserDocSize = 16*1024*1024 + 16*1024
+
 type lookupStage struct {
 	from         string
 	db           string
@@ -302,6 +306,16 @@ func (s *lookupStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterato
 		}
 		if results == nil {
 			results = bson.A{}
+		}
+		if approxSize(results) > maxUserDocSize {
+			var total int
+			for _, r := range results {
+				b, _ := bson.Marshal(r)
+				total += len(b)
+			}
+			if total > maxUserDocSize {
+				return nil, mongoerr.New(4568, "Total size of documents in %s matching pipeline's $lookup stage exceeds %d bytes", s.from, maxUserDocSize)
+			}
 		}
 		return setPath(d, s.as, results, false), nil
 	}), nil
