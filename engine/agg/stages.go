@@ -226,9 +226,14 @@ func init() {
 
 type matchStage struct {
 	filter   bson.D
+	rest     bson.D // the filter without its top-level $expr clauses
 	m        *query.Matcher
 	exprs    []expr.Expr // top-level $expr clauses, evaluated with variables
 	usesVars bool
+	// nestedExpr: $expr appears below the top level (inside $or, $nor...),
+	// where the query matcher cannot see pipeline variables; such filters
+	// get the variables' values substituted once per run.
+	nestedExpr bool
 }
 
 func (*matchStage) name() string { return "$match" }
@@ -261,8 +266,72 @@ func parseMatch(spec any, opts *Options) (stage, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.m = m
+	s.m, s.rest = m, rest
+	s.nestedExpr = containsKey(rest, "$expr")
+	if s.nestedExpr && (len(opts.letNames) > 0 || opts.inLookup) {
+		s.usesVars = true
+	}
 	return s, nil
+}
+
+// containsKey reports whether a field named key occurs anywhere in v.
+func containsKey(v any, key string) bool {
+	switch x := v.(type) {
+	case bson.D:
+		for _, e := range x {
+			if e.Key == key || containsKey(e.Value, key) {
+				return true
+			}
+		}
+	case bson.A:
+		for _, e := range x {
+			if containsKey(e, key) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// substVars replaces references to user variables inside $expr clauses by
+// their values, so that the query matcher (which has no variables) can
+// evaluate them.
+func substVars(v any, vars map[string]any, inExpr bool) any {
+	switch x := v.(type) {
+	case bson.D:
+		out := make(bson.D, len(x))
+		for i, e := range x {
+			if inExpr && e.Key == "$literal" {
+				out[i] = e
+				continue
+			}
+			out[i] = bson.E{Key: e.Key, Value: substVars(e.Value, vars, inExpr || e.Key == "$expr")}
+		}
+		return out
+	case bson.A:
+		out := make(bson.A, len(x))
+		for i, e := range x {
+			out[i] = substVars(e, vars, inExpr)
+		}
+		return out
+	case string:
+		if !inExpr || !strings.HasPrefix(x, "$$") {
+			return x
+		}
+		name, path, hasPath := strings.Cut(x[2:], ".")
+		val, ok := vars[name]
+		if !ok || name == "CURRENT" || name == "ROOT" || name == "REMOVE" || name == "this" || name == "value" {
+			return x
+		}
+		if !hasPath {
+			return bson.D{{Key: "$literal", Value: val}}
+		}
+		return bson.D{{Key: "$let", Value: bson.D{
+			{Key: "vars", Value: bson.D{{Key: "substituted__", Value: bson.D{{Key: "$literal", Value: val}}}}},
+			{Key: "in", Value: "$$substituted__." + path},
+		}}}
+	}
+	return v
 }
 
 // hoistExprs lifts {$expr} clauses out of a top-level $and so that they
@@ -293,6 +362,14 @@ func hoistExprs(d bson.D) bson.D {
 }
 
 func (s *matchStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterator, error) {
+	m := s.m
+	if s.nestedExpr && len(rc.vars) > 0 {
+		sub, err := query.Compile(substVars(s.rest, rc.vars, false).(bson.D))
+		if err != nil {
+			return nil, err
+		}
+		m = sub
+	}
 	return mapIter(in, func(d bson.D) (bson.D, error) {
 		for _, e := range s.exprs {
 			v, err := e.Eval(rc.exprEnv(d))
@@ -303,7 +380,7 @@ func (s *matchStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterator
 				return nil, nil
 			}
 		}
-		ok, err := s.m.MatchesErr(d)
+		ok, err := m.MatchesErr(d)
 		if err != nil || !ok {
 			return nil, err
 		}
