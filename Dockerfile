@@ -10,7 +10,7 @@
 ARG GO_VERSION=1.26
 ARG NODE_VERSION=22
 
-FROM golang:${GO_VERSION}-bookworm AS build
+FROM golang:${GO_VERSION} AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
@@ -19,7 +19,7 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/mayfly ./cmd/mayfl
 
 # The compat runner: scripts/compat.sh mongodb://mayfly:27017 runs the Go
 # driver suite, mongosh and the Node.js driver against the mayfly service.
-FROM node:${NODE_VERSION}-bookworm AS compat
+FROM node:${NODE_VERSION} AS compat
 COPY --from=build /usr/local/go /usr/local/go
 ENV PATH=/usr/local/go/bin:$PATH \
     CI=1 \
