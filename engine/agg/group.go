@@ -409,6 +409,19 @@ func compileAccumulator(field, op string, arg any, opts *Options) (accSpec, erro
 		return compileTopBottom(spec, arg, opts)
 	case "$firstN", "$lastN", "$maxN", "$minN":
 		return compileNAcc(spec, arg, opts)
+	case "$percentile", "$median":
+		inV, ps, err := expr.ParsePercentileArgs(op, arg)
+		if err != nil {
+			return spec, err
+		}
+		in, err := compileExpr(inV, opts)
+		if err != nil {
+			return spec, err
+		}
+		spec.make = func(*expr.Env) (accumulator, error) {
+			return &percentileAcc{e: in, ps: ps, median: op == "$median"}, nil
+		}
+		return spec, nil
 	case "$accumulator", "$function":
 		return spec, mongoerr.New(mongoerr.NotImplemented, "%s is not supported by mayfly: there is no JavaScript engine", op)
 	}
@@ -982,3 +995,44 @@ func compileNAcc(spec accSpec, arg any, opts *Options) (accSpec, error) {
 }
 
 var _ = big.NewInt
+
+type percentileAcc struct {
+	e      expr.Expr
+	ps     []float64
+	median bool
+	p      expr.Percentiles
+}
+
+func (a *percentileAcc) add(env *expr.Env) error {
+	v, err := a.e.Eval(env)
+	if err != nil {
+		return err
+	}
+	a.p.Add(v)
+	return nil
+}
+
+func (a *percentileAcc) result() any {
+	r := a.p.Result(a.ps)
+	if a.median {
+		return r[0]
+	}
+	return bson.A(r)
+}
+
+func (a *percentileAcc) state() any {
+	out := bson.A{}
+	for _, v := range a.p.Values() {
+		out = append(out, v)
+	}
+	return out
+}
+
+func (a *percentileAcc) merge(s any) error {
+	for _, v := range s.(bson.A) {
+		a.p.Add(v)
+	}
+	return nil
+}
+
+func (a *percentileAcc) size() int64 { return 32 + 8*int64(len(a.p.Values())) }
