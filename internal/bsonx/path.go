@@ -73,15 +73,6 @@ func CloneD(d bson.D) bson.D {
 	return Clone(d).(bson.D)
 }
 
-// Decode unmarshals a raw document into bson.D with nested bson.D / bson.A.
-func Decode(raw bson.Raw) (bson.D, error) {
-	var d bson.D
-	if err := bson.Unmarshal(raw, &d); err != nil {
-		return nil, err
-	}
-	return d, nil
-}
-
 // Encode marshals a document.
 func Encode(d bson.D) (bson.Raw, error) {
 	b, err := bson.Marshal(d)
