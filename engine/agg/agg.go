@@ -470,7 +470,8 @@ func fieldNameErr(stageName, f string) error {
 }
 
 // optimize applies rewrites that do not change results: a $sort directly
-// followed by $limit keeps only the top documents (bounded memory).
+// followed by $limit (or $skip then $limit) keeps only the top documents
+// (bounded memory).
 func optimize(stages []stage) {
 	for i := 0; i+1 < len(stages); i++ {
 		s, ok := stages[i].(*sortStage)
@@ -481,6 +482,13 @@ func optimize(stages []stage) {
 			cp := *s
 			cp.limit = l.n
 			stages[i] = &cp
+		} else if sk, ok := stages[i+1].(*skipStage); ok && i+2 < len(stages) {
+			// [$sort, $skip n, $limit m] needs only the first n+m
+			if l, ok := stages[i+2].(*limitStage); ok && sk.n+l.n > 0 && sk.n < 1<<40 && l.n < 1<<40 {
+				cp := *s
+				cp.limit = sk.n + l.n
+				stages[i] = &cp
+			}
 		}
 	}
 }
