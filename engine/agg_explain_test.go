@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -106,5 +107,16 @@ func TestExplainIndexedEquality(t *testing.T) {
 	out = ts.run(t, "ex", bson.D{{Key: "explain", Value: bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{{Key: "z", Value: 7}}}}}})
 	if m(m(m(out)["queryPlanner"])["winningPlan"])["stage"] != "COLLSCAN" {
 		t.Fatalf("unindexed: %v", out)
+	}
+}
+
+func TestExplainIDPointBounds(t *testing.T) {
+	ts := startServer(t)
+	c := ts.db("ex").Collection("p")
+	c.InsertMany(ctx, []any{bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 2}}})
+	out := ts.run(t, "ex", bson.D{{Key: "explain", Value: bson.D{{Key: "find", Value: "p"}, {Key: "filter", Value: bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{2, 1, 2}}}}}}}}})
+	wp := m(m(m(out)["queryPlanner"])["winningPlan"])
+	if wp["stage"] != "IDHACK" || fmt.Sprint(m(wp["indexBounds"])["_id"]) != "[[1, 1] [2, 2]]" {
+		t.Fatalf("winning plan %v", wp)
 	}
 }

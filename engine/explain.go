@@ -202,7 +202,7 @@ func (p *plan) tree(c *Collection) bson.D {
 		}
 		return bson.D{{Key: "stage", Value: "COLLSCAN"}, {Key: "direction", Value: dir}}
 	case planIDScan:
-		return bson.D{{Key: "stage", Value: "IDHACK"}, {Key: "indexName", Value: "_id_"}, {Key: "keyPattern", Value: bson.D{{Key: "_id", Value: int32(1)}}}, {Key: "indexBounds", Value: p.bounds}}
+		return bson.D{{Key: "stage", Value: "IDHACK"}, {Key: "indexName", Value: "_id_"}, {Key: "keyPattern", Value: bson.D{{Key: "_id", Value: int32(1)}}}, {Key: "indexBounds", Value: p.explainBounds()}}
 	case planEOF:
 		return bson.D{{Key: "stage", Value: "EOF"}}
 	case planOr:
@@ -219,7 +219,7 @@ func (p *plan) tree(c *Collection) bson.D {
 	ix := bson.D{{Key: "stage", Value: "IXSCAN"}, {Key: "keyPattern", Value: p.ix.Key}, {Key: "indexName", Value: p.ix.Name},
 		{Key: "isMultiKey", Value: p.ix.Multikey}, {Key: "isUnique", Value: p.ix.Unique}, {Key: "isSparse", Value: p.ix.Sparse},
 		{Key: "isPartial", Value: len(p.ix.Partial) > 0}, {Key: "indexVersion", Value: int32(2)}, {Key: "direction", Value: dir},
-		{Key: "indexBounds", Value: p.bounds}}
+		{Key: "indexBounds", Value: p.explainBounds()}}
 	return bson.D{{Key: "stage", Value: "FETCH"}, {Key: "inputStage", Value: ix}}
 }
 

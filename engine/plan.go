@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"sort"
 	"math"
 	"strings"
 
@@ -325,7 +326,9 @@ func (p *plan) explainBounds() bson.D {
 	}
 	var bounds bson.A
 	seen := map[string]bool{}
-	for _, v := range p.idPoints {
+	pts := append([]any(nil), p.idPoints...)
+	sort.SliceStable(pts, func(i, j int) bool { return bsonx.Compare(pts[i], pts[j]) < 0 })
+	for _, v := range pts {
 		if isDupKey(nil, seen, keycodec.AppendValue(nil, v)) {
 			continue
 		}
