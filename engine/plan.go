@@ -2,8 +2,8 @@ package engine
 
 import (
 	"bytes"
-	"sort"
 	"math"
+	"sort"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
