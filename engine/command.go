@@ -251,7 +251,7 @@ func (e *Engine) countOp(name string) {
 }
 
 func mustMarshal(d bson.D) bson.Raw {
-	b, err := bson.Marshal(d)
+	b, err := marshalReply(d)
 	if err != nil {
 		b, _ = bson.Marshal(mongoerr.New(mongoerr.InternalError, "cannot encode reply: %v", err).Reply())
 	}
