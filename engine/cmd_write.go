@@ -74,10 +74,10 @@ func cmdInsert(e *Engine, r *Request) (bson.D, error) {
 		return nil, err
 	}
 	ordered := orderedArg(r)
-	var n int64
-	var errs bson.A
-	for i, v := range docs {
-		d, ok := v.(bson.D)
+	if len(docs) == 1 {
+		// One document: the per-document path (its _id stripe only), so
+		// concurrent single inserts into one collection run in parallel.
+		d, ok := docs[0].(bson.D)
 		var werr error
 		if !ok {
 			werr = mongoerr.New(mongoerr.TypeMismatch, "document to insert must be an object")
@@ -85,15 +85,39 @@ func cmdInsert(e *Engine, r *Request) (bson.D, error) {
 			werr = c.insertOne(r, d)
 		}
 		if werr != nil {
-			errs = append(errs, mongoerr.From(werr).WriteError(i))
-			if ordered {
-				break
-			}
-			continue
+			return writeReply(0, nil, bson.A{mongoerr.From(werr).WriteError(0)}), nil
 		}
-		n++
+		return writeReply(1, nil, nil), nil
+	}
+	n, errs, err := c.insertMany(r, docs, rawDocuments(r, len(docs)), ordered)
+	if err != nil {
+		return nil, err
 	}
 	return writeReply(n, nil, errs), nil
+}
+
+// rawDocuments returns the insert's documents as the client encoded them
+// (nil when they cannot be matched one to one with the decoded ones).
+func rawDocuments(r *Request, n int) []bson.Raw {
+	v, err := r.Raw.LookupErr("documents")
+	if err != nil {
+		return nil
+	}
+	arr, ok := v.ArrayOK()
+	if !ok {
+		return nil
+	}
+	vals, err := arr.Values()
+	if err != nil || len(vals) != n {
+		return nil
+	}
+	out := make([]bson.Raw, n)
+	for i, rv := range vals {
+		if d, ok := rv.DocumentOK(); ok {
+			out[i] = d
+		}
+	}
+	return out
 }
 
 var updateFields = map[string]bool{"update": true, "updates": true, "ordered": true, "bypassDocumentValidation": true, "let": false}

@@ -269,10 +269,17 @@ func (c *Collection) needsExclusive() bool {
 // or when no document is stored), maintaining every index and the expiry
 // index in the same batch. Callers hold the document's write protection.
 // The batch is committed by the caller.
-func (c *Collection) writeDoc(b storage.Batch, s *collState, old *record, newDoc bson.D, ts int64) (size int, err error) {
-	body, err := bson.Marshal(newDoc)
-	if err != nil {
-		return 0, mongoerr.New(mongoerr.BadValue, "cannot encode document: %v", err)
+//
+// body, when not nil, is newDoc already encoded (an inserted document sent
+// with _id first), so it is not marshalled again. pending, when not nil,
+// holds the unique keys earlier documents of the same (uncommitted) batch
+// claimed. Every check runs before anything is added to the batch, so a
+// refused document leaves the batch as it was.
+func (c *Collection) writeDoc(b storage.Batch, s *collState, old *record, newDoc bson.D, ts int64, body []byte, pending map[string]struct{}) (size int, err error) {
+	if body == nil {
+		if body, err = bson.Marshal(newDoc); err != nil {
+			return 0, mongoerr.New(mongoerr.BadValue, "cannot encode document: %v", err)
+		}
 	}
 	if len(body) > maxBSONSize {
 		return 0, mongoerr.New(mongoerr.BSONObjectTooLarge, "object to insert too large. size in bytes: %d, max size: %d", len(body), maxBSONSize)
@@ -287,6 +294,13 @@ func (c *Collection) writeDoc(b storage.Batch, s *collState, old *record, newDoc
 			return 0, err
 		}
 	}
+	type change struct {
+		prefix   []byte
+		del, add [][]byte
+		unique   bool
+		ix       *index
+	}
+	changes := make([]change, 0, len(s.indexes))
 	metaChanged := false
 	for _, ix := range s.indexes {
 		var oldKeys, newKeys [][]byte
@@ -301,32 +315,43 @@ func (c *Collection) writeDoc(b storage.Batch, s *collState, old *record, newDoc
 		if mk && !ix.Multikey {
 			metaChanged = true
 		}
-		prefix := indexPrefix(m.ID, ix.ID)
-		oldSet := map[string]bool{}
+		ch := change{prefix: indexPrefix(m.ID, ix.ID), ix: ix}
 		for _, k := range oldKeys {
-			oldSet[string(k)] = true
-		}
-		newSet := map[string]bool{}
-		for _, k := range newKeys {
-			newSet[string(k)] = true
-		}
-		for _, k := range oldKeys {
-			if !newSet[string(k)] {
-				if err := b.Delete(append(append(append([]byte(nil), prefix...), k...), old.idKey...)); err != nil {
-					return 0, err
-				}
+			if !containsKey2(newKeys, k) {
+				ch.del = append(ch.del, k)
 			}
 		}
 		for _, k := range newKeys {
-			if oldSet[string(k)] {
+			if containsKey2(oldKeys, k) {
 				continue
 			}
 			if ix.Unique {
-				if err := c.checkUnique(s, ix, prefix, k, idKey, newDoc); err != nil {
+				if err := c.checkUnique(s, ix, ch.prefix, k, idKey, newDoc); err != nil {
 					return 0, err
 				}
+				if pending != nil {
+					pk := string(ch.prefix) + string(k)
+					if _, dup := pending[pk]; dup {
+						return 0, dupKeyError(s.meta, &ix.indexMeta, newDoc)
+					}
+				}
 			}
-			if err := b.Set(append(append(append([]byte(nil), prefix...), k...), idKey...), idKey); err != nil {
+			ch.add = append(ch.add, k)
+		}
+		changes = append(changes, ch)
+	}
+	// All checks passed: write.
+	for _, ch := range changes {
+		for _, k := range ch.del {
+			if err := b.Delete(cat(cat(ch.prefix, k), old.idKey)); err != nil {
+				return 0, err
+			}
+		}
+		for _, k := range ch.add {
+			if ch.ix.Unique && pending != nil {
+				pending[string(ch.prefix)+string(k)] = struct{}{}
+			}
+			if err := b.Set(cat(cat(ch.prefix, k), idKey), idKey); err != nil {
 				return 0, err
 			}
 		}
@@ -347,6 +372,15 @@ func (c *Collection) writeDoc(b storage.Batch, s *collState, old *record, newDoc
 		return 0, err
 	}
 	return len(body), nil
+}
+
+func containsKey2(keys [][]byte, k []byte) bool {
+	for _, x := range keys {
+		if bytes.Equal(x, k) {
+			return true
+		}
+	}
+	return false
 }
 
 // setExpiryEntry files a document in the expiry index (spec §8): own valid

@@ -69,7 +69,7 @@ func (e *Engine) nowTS() int64 { return e.nowMS() / 1000 }
 func (c *Collection) commitDoc(r *Request, s *collState, old *record, newDoc bson.D) error {
 	b := c.e.kv.NewBatch()
 	defer b.Close()
-	size, err := c.writeDoc(b, s, old, newDoc, c.e.nowTS())
+	size, err := c.writeDoc(b, s, old, newDoc, c.e.nowTS(), nil, nil)
 	if err != nil {
 		return err
 	}
@@ -246,4 +246,111 @@ func (c *Collection) initStats() {
 	c.mu.Lock()
 	c.ensureStats()
 	c.mu.Unlock()
+}
+
+// insertChunk is how many documents of one insert command share a batch.
+const insertChunk = 256
+
+// insertMany stores the documents of one insert command. Each chunk of
+// documents is written under the collection's exclusive lock into one
+// atomic batch (every document in it whole, so readers never see part of
+// one), with duplicate _id and unique keys checked against the store and
+// against the chunk itself. A refused document adds nothing to the batch;
+// ordered inserts stop at it. raws, when given, are the documents as the
+// client sent them, reused as the stored bytes when _id is already first.
+func (c *Collection) insertMany(r *Request, docs bson.A, raws []bson.Raw, ordered bool) (n int64, errs bson.A, err error) {
+	for i := 0; i < len(docs); {
+		end := min(i+insertChunk, len(docs))
+		stop := false
+		ok, cerrs, cerr := c.insertChunk(r, docs, raws, i, end, ordered)
+		n += ok
+		errs = append(errs, cerrs...)
+		if cerr != nil {
+			return n, errs, cerr
+		}
+		if ordered && len(cerrs) > 0 {
+			stop = true
+		}
+		if stop {
+			break
+		}
+		i = end
+	}
+	return n, errs, nil
+}
+
+func (c *Collection) insertChunk(r *Request, docs bson.A, raws []bson.Raw, from, to int, ordered bool) (int64, bson.A, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs bson.A
+	if c.dropped.Load() {
+		for j := from; j < to; j++ {
+			errs = append(errs, mongoerr.New(mongoerr.NamespaceNotFound, "collection was dropped").WriteError(j))
+			if ordered {
+				break
+			}
+		}
+		return 0, errs, nil
+	}
+	s := c.st()
+	b := c.e.kv.NewBatch()
+	defer b.Close()
+	pending := map[string]struct{}{}
+	ts, nowMS := c.e.nowTS(), c.e.nowMS()
+	var added, addedBytes, written int64
+	for j := from; j < to; j++ {
+		d, isDoc := docs[j].(bson.D)
+		var werr error
+		var size int
+		replaced := 0
+		if !isDoc {
+			werr = mongoerr.New(mongoerr.TypeMismatch, "document to insert must be an object")
+		} else {
+			var nd bson.D
+			nd, werr = prepareNewDoc(s, d, true)
+			if werr == nil {
+				var body []byte
+				if raws != nil && raws[j] != nil && len(nd) == len(d) && d[0].Key == "_id" {
+					body = raws[j]
+				}
+				idKey := idKeyOf(nd[0].Value)
+				pk := "\x00id" + string(idKey)
+				if _, dup := pending[pk]; dup {
+					werr = dupKeyError(s.meta, nil, nd)
+				} else if old, gerr := c.getRecord(c.e.kv, idKey); gerr != nil {
+					werr = gerr
+				} else if old != nil && s.visible(old, nowMS) {
+					werr = dupKeyError(s.meta, nil, nd)
+				} else if size, werr = c.writeDoc(b, s, old, nd, ts, body, pending); werr == nil {
+					pending[pk] = struct{}{}
+					if old != nil {
+						replaced = len(old.raw)
+					}
+				}
+				if werr == nil && replaced == 0 {
+					added++
+				}
+				if werr == nil {
+					written++
+				}
+				if werr == nil {
+					addedBytes += int64(size - replaced)
+				}
+			}
+		}
+		if werr != nil {
+			errs = append(errs, mongoerr.From(werr).WriteError(j))
+			if ordered {
+				break
+			}
+		}
+	}
+	if b.Len() > 0 {
+		if err := b.Commit(r.SyncRequested()); err != nil {
+			return 0, nil, err
+		}
+	}
+	c.nDocs.Add(added)
+	c.size.Add(addedBytes)
+	return written, errs, nil
 }

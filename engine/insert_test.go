@@ -1,0 +1,81 @@
+package engine_test
+
+import (
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+func TestInsertManyOrderedAndUnordered(t *testing.T) {
+	ts := startServer(t)
+	c := ts.db("im").Collection("c")
+	c.InsertOne(ctx, bson.D{{Key: "_id", Value: 3}})
+	docs := []any{bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 2}}, bson.D{{Key: "_id", Value: 3}}, bson.D{{Key: "_id", Value: 2}}, bson.D{{Key: "_id", Value: 5}}}
+	_, err := c.InsertMany(ctx, docs)
+	var bwe mongo.BulkWriteException
+	if !errorsAs(err, &bwe) || len(bwe.WriteErrors) != 1 || bwe.WriteErrors[0].Index != 2 || bwe.WriteErrors[0].Code != 11000 {
+		t.Fatalf("ordered: %v", err)
+	}
+	sameIDs(t, findAll(t, c, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}})), int32(1), int32(2), int32(3))
+	c.Drop(ctx)
+	c.InsertOne(ctx, bson.D{{Key: "_id", Value: 3}})
+	_, err = c.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
+	if !errorsAs(err, &bwe) || len(bwe.WriteErrors) != 2 || bwe.WriteErrors[0].Index != 2 || bwe.WriteErrors[1].Index != 3 {
+		t.Fatalf("unordered: %v", err)
+	}
+	sameIDs(t, findAll(t, c, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}})), int32(1), int32(2), int32(3), int32(5))
+	st := m(ts.run(t, "im", bson.D{{Key: "collStats", Value: "c"}}))
+	if st["count"] != int64(4) {
+		t.Fatalf("count %v", st["count"])
+	}
+}
+
+// A document refused for a unique key on its second index leaves no entry
+// in its first index, even though earlier documents of the same batch
+// were written.
+func TestInsertManyRefusedDocumentLeavesNoIndexEntries(t *testing.T) {
+	ts := startServer(t)
+	c := ts.db("im").Collection("u")
+	c.Indexes().CreateMany(ctx, []mongo.IndexModel{
+		{Keys: bson.D{{Key: "a", Value: 1}}},
+		{Keys: bson.D{{Key: "b", Value: 1}}, Options: options.Index().SetUnique(true)},
+	})
+	_, err := c.InsertMany(ctx, []any{
+		bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: "x"}, {Key: "b", Value: 1}},
+		bson.D{{Key: "_id", Value: 2}, {Key: "a", Value: "y"}, {Key: "b", Value: 1}}, // same batch, same unique key
+		bson.D{{Key: "_id", Value: 3}, {Key: "a", Value: "z"}, {Key: "b", Value: 3}},
+	}, options.InsertMany().SetOrdered(false))
+	var bwe mongo.BulkWriteException
+	if !errorsAs(err, &bwe) || len(bwe.WriteErrors) != 1 || bwe.WriteErrors[0].Index != 1 {
+		t.Fatalf("%v", err)
+	}
+	if got := findAll(t, c, bson.D{{Key: "a", Value: "y"}}, options.Find().SetHint("a_1")); len(got) != 0 {
+		t.Fatalf("refused document found through index a_1: %v", got)
+	}
+	if got := findAll(t, c, bson.D{{Key: "a", Value: "z"}}, options.Find().SetHint("a_1")); len(got) != 1 {
+		t.Fatalf("later document missing: %v", got)
+	}
+}
+
+// Inserting over an expired _id inside a batch replaces the expired
+// document (spec §6.3) and keeps the counters exact.
+func TestInsertManyOverExpired(t *testing.T) {
+	ts := startServer(t)
+	ts.run(t, "im", bson.D{{Key: "create", Value: "e"}, {Key: "defaultTimeToLive", Value: 5}})
+	c := ts.db("im").Collection("e")
+	c.InsertMany(ctx, []any{bson.D{{Key: "_id", Value: 1}, {Key: "old", Value: true}}, bson.D{{Key: "_id", Value: 2}}})
+	ts.clock.Advance(5 * time.Second)
+	if _, err := c.InsertMany(ctx, []any{bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 3}}}); err != nil {
+		t.Fatal(err)
+	}
+	sameIDs(t, findAll(t, c, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}})), int32(1), int32(3))
+	if got := findAll(t, c, bson.D{{Key: "old", Value: true}}); len(got) != 0 {
+		t.Fatalf("expired fields came back: %v", got)
+	}
+	if st := m(ts.run(t, "im", bson.D{{Key: "collStats", Value: "e"}})); st["count"] != int64(2) {
+		t.Fatalf("count %v", st)
+	}
+}
