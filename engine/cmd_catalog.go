@@ -522,7 +522,7 @@ func lengthens(o, n *collMeta) bool {
 		for _, ni := range n.Indexes {
 			if ni.ID == oi.ID && ni.HasTTL {
 				found = true
-				if ni.TTL > oi.TTL || ni.Hidden != oi.Hidden && false {
+				if ni.TTL > oi.TTL {
 					return true
 				}
 			}

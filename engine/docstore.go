@@ -164,61 +164,55 @@ func isDescending(v any) bool {
 
 // keyValuesAt returns the values an index on path takes for doc, as mongod
 // generates keys: arrays along the path contribute each element; a missing
-// field indexes as null; an empty array as undefined.
+// field indexes as null; an empty array as undefined. present reports
+// whether the full path exists anywhere (sparse indexes skip documents
+// where it does not).
 func keyValuesAt(doc bson.D, path string) (vals []any, isArray, present bool) {
 	parts := strings.Split(path, ".")
-	var out []any
-	arr := false
 	var walk func(v any, i int)
 	walk = func(v any, i int) {
 		if i == len(parts) {
+			present = true
 			if a, ok := v.(bson.A); ok {
-				arr = true
+				isArray = true
 				if len(a) == 0 {
-					out = append(out, bson.Undefined{})
+					vals = append(vals, bson.Undefined{})
 				}
-				for _, el := range a {
-					out = append(out, el)
-				}
+				vals = append(vals, a...)
 				return
 			}
-			out = append(out, v)
+			vals = append(vals, v)
 			return
 		}
 		switch x := v.(type) {
 		case bson.D:
 			if fv, ok := bsonx.Get(x, parts[i]); ok {
-				present = true
 				walk(fv, i+1)
 			} else {
-				out = append(out, nil)
+				vals = append(vals, nil)
 			}
 		case bson.A:
-			arr = true
+			isArray = true
 			if idx, err := positional(parts[i]); err == nil && idx < len(x) {
 				walk(x[idx], i+1)
 				return
 			}
 			if len(x) == 0 {
-				out = append(out, nil)
+				vals = append(vals, nil)
 			}
 			for _, el := range x {
 				if d, ok := el.(bson.D); ok {
 					walk(d, i)
 				} else {
-					out = append(out, nil)
+					vals = append(vals, nil)
 				}
 			}
 		default:
-			out = append(out, nil)
+			vals = append(vals, nil)
 		}
 	}
-	present = false
 	walk(doc, 0)
-	if i := len(parts); i == 1 {
-		_, present = bsonx.Get(doc, parts[0])
-	}
-	return out, arr, present
+	return vals, isArray, present
 }
 
 func positional(s string) (int, error) {

@@ -79,3 +79,21 @@ func TestInsertManyOverExpired(t *testing.T) {
 		t.Fatalf("count %v", st)
 	}
 }
+
+// A sparse index on a dotted path skips documents where only a prefix of
+// the path exists, and a query through it still finds every match.
+func TestSparseDottedIndex(t *testing.T) {
+	ts := startServer(t)
+	c := ts.db("im").Collection("sp")
+	c.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "a.b", Value: 1}}, Options: options.Index().SetSparse(true)})
+	c.InsertMany(ctx, []any{
+		bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: bson.D{{Key: "c", Value: 1}}}},
+		bson.D{{Key: "_id", Value: 2}, {Key: "a", Value: bson.D{{Key: "b", Value: 5}}}},
+		bson.D{{Key: "_id", Value: 3}},
+	})
+	out := ts.run(t, "im", bson.D{{Key: "explain", Value: bson.D{{Key: "find", Value: "sp"}, {Key: "filter", Value: bson.D{{Key: "a.b", Value: bson.D{{Key: "$gte", Value: 0}}}}}, {Key: "hint", Value: "a.b_1"}}}, {Key: "verbosity", Value: "executionStats"}})
+	if es := m(m(out)["executionStats"]); es["totalKeysExamined"] != int64(1) {
+		t.Fatalf("sparse index holds %v keys, want 1", es["totalKeysExamined"])
+	}
+	sameIDs(t, findAll(t, c, bson.D{{Key: "a.b", Value: 5}}), int32(2))
+}
