@@ -23,6 +23,14 @@ type measure struct {
 	h       hist
 }
 
+// add merges o into m (slices of one workload).
+func (m *measure) add(o *measure) {
+	m.units += o.units
+	m.calls += o.calls
+	m.elapsed += o.elapsed
+	m.h.merge(&o.h)
+}
+
 func (m *measure) perSec() float64 {
 	if m.elapsed <= 0 {
 		return 0

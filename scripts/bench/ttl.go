@@ -30,7 +30,9 @@ type ttlFigures struct {
 	ScanDocs           int64   `json:"scanDocs"`
 	ScanOffDocsPerSec  float64 `json:"scanOffDocsPerSec,omitempty"`
 	ScanOnDocsPerSec   float64 `json:"scanOnDocsPerSec,omitempty"`
-	PredicateOverhead  float64 `json:"predicateOverhead,omitempty"` // 1 - on/off
+	ScanOffMedian      float64 `json:"scanOffMedianDocsPerSec,omitempty"`
+	ScanOnMedian       float64 `json:"scanOnMedianDocsPerSec,omitempty"`
+	PredicateOverhead  float64 `json:"predicateOverhead,omitempty"` // 1 - on/off, best of each
 	CollModOnSeconds   float64 `json:"collModOnSeconds,omitempty"`
 	LiveDocs           int64   `json:"liveDocs,omitempty"`
 	IdleSetDocs        int64   `json:"idlePurgeDocs,omitempty"`
@@ -62,8 +64,8 @@ type ttlFigures struct {
 func (t *ttlFigures) print(w io.Writer) {
 	fmt.Fprintf(w, "\nTTL\n")
 	if t.ScanOffDocsPerSec > 0 {
-		fmt.Fprintf(w, "  query-time predicate: full scan of %d docs %.0f docs/s with TTL on vs %.0f off → overhead %.1f%% (collMod on took %.2fs)\n",
-			t.ScanDocs, t.ScanOnDocsPerSec, t.ScanOffDocsPerSec, 100*t.PredicateOverhead, t.CollModOnSeconds)
+		fmt.Fprintf(w, "  query-time predicate: full scan of %d docs, best of alternating runs %.0f docs/s with TTL on vs %.0f off → overhead %.1f%% (medians %.0f vs %.0f)\n",
+			t.ScanDocs, t.ScanOnDocsPerSec, t.ScanOffDocsPerSec, 100*t.PredicateOverhead, t.ScanOnMedian, t.ScanOffMedian)
 	}
 	if t.LoadSetDocs > 0 {
 		fmt.Fprintf(w, "  reaper purge, no load: %d docs in %.2fs = %.0f docs/s (incl. the pass's compaction)\n", t.IdleSetDocs, t.IdlePurgeSeconds, t.IdlePurgePerSec)
@@ -111,9 +113,9 @@ func (b *bench) ttlScan(ctx context.Context) error {
 	if b.client == nil || !b.loaded {
 		return errors.New("ttlscan needs the loaded usertable (run it with load)")
 	}
-	reps := 3
+	reps := 5
 	if b.cfg.small {
-		reps = 1
+		reps = 2
 	}
 	db := b.coll.Database()
 	setTTL := func(v any) (time.Duration, error) {
@@ -167,15 +169,25 @@ func (b *bench) ttlScan(ctx context.Context) error {
 		m.h.record(el)
 	}
 	t.ScanDocs = n
-	t.ScanOffDocsPerSec, t.ScanOnDocsPerSec = median(off), median(on)
+	// Best of each: on a shared machine noise only ever slows a scan down.
+	t.ScanOffDocsPerSec, t.ScanOnDocsPerSec = maxOf(off), maxOf(on)
+	t.ScanOffMedian, t.ScanOnMedian = median(off), median(on)
 	t.PredicateOverhead = 1 - t.ScanOnDocsPerSec/t.ScanOffDocsPerSec
 	mOff.calls, mOn.calls = mOff.h.n, mOn.h.n
-	b.rep.add(Result{Name: "full scan, TTL off", Group: "ttl", Unit: "docs", Note: "median of alternating runs; latency = one whole scan"}, &mOff, "", 0)
+	b.rep.add(Result{Name: "full scan, TTL off", Group: "ttl", Unit: "docs", Note: "best of alternating runs (medians in the ttl section); latency = one whole scan"}, &mOff, "", 0)
 	b.rep.Results[len(b.rep.Results)-1].PerSec = t.ScanOffDocsPerSec
 	b.rep.add(Result{Name: "full scan, TTL on (nothing expired)", Group: "ttl", Unit: "docs"}, &mOn, "", 0)
 	last := &b.rep.Results[len(b.rep.Results)-1]
 	last.PerSec, last.Vs, last.Ratio = t.ScanOnDocsPerSec, "scan TTL off", t.ScanOnDocsPerSec/t.ScanOffDocsPerSec
 	return nil
+}
+
+func maxOf(v []float64) float64 {
+	m := 0.0
+	for _, x := range v {
+		m = max(m, x)
+	}
+	return m
 }
 
 func median(v []float64) float64 {
