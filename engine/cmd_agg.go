@@ -166,7 +166,7 @@ func (e *Engine) aggInput(r *Request, coll string, p *agg.Pipeline, hint any, us
 			return agg.Slice(nil), nil, rest, nil
 		}
 	}
-	cq, err := c.compileQuery(q)
+	cq, err := c.compileQuery(r, q)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -292,7 +292,7 @@ func (a *aggEnv) Scan(ctx context.Context, db, coll string, filter bson.D) (agg.
 	if c == nil {
 		return agg.Slice(nil), nil
 	}
-	cq, err := c.compileQuery(&querySpec{filter: filter})
+	cq, err := c.compileQuery(a.r, &querySpec{filter: filter})
 	if err != nil {
 		return nil, err
 	}

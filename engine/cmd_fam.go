@@ -133,7 +133,7 @@ func (e *Engine) applyUpdateSorted(r *Request, coll string, q *querySpec, upd *u
 		return e.applyUpdate(r, coll, q, upd, false, upsert, true)
 	}
 	for attempt := 0; attempt < 100; attempt++ {
-		cq, err := c.compileQuery(q)
+		cq, err := c.compileQuery(r, q)
 		if err != nil {
 			return nil, err
 		}
@@ -182,7 +182,7 @@ func (e *Engine) applyUpdateSorted(r *Request, coll string, q *querySpec, upd *u
 // deleteOneSorted removes the first live match in sort order.
 func (c *Collection) deleteOneSorted(r *Request, q *querySpec, got *bson.D) (int64, error) {
 	for attempt := 0; attempt < 100; attempt++ {
-		cq, err := c.compileQuery(q)
+		cq, err := c.compileQuery(r, q)
 		if err != nil {
 			return 0, err
 		}

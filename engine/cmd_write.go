@@ -261,7 +261,7 @@ func (e *Engine) applyUpdate(r *Request, coll string, q *querySpec, upd *update.
 	}
 	res := &updateResult{}
 	for attempt := 0; attempt < 100; attempt++ {
-		cq, err := c.compileQuery(q)
+		cq, err := c.compileQuery(r, q)
 		if err != nil {
 			return nil, err
 		}
@@ -436,7 +436,7 @@ func cmdDelete(e *Engine, r *Request) (bson.D, error) {
 func (c *Collection) deleteMatching(r *Request, q *querySpec, single bool, got *bson.D) (int64, error) {
 	var n int64
 	for attempt := 0; attempt < 100; attempt++ {
-		cq, err := c.compileQuery(q)
+		cq, err := c.compileQuery(r, q)
 		if err != nil {
 			return n, err
 		}

@@ -111,3 +111,19 @@ func TestDistinctPaths(t *testing.T) {
 		t.Fatalf("distinct a.b = %s", got)
 	}
 }
+
+func TestMaxTimeMSWhileScanning(t *testing.T) {
+	ts := startServer(t)
+	c := ts.db("t").Collection("slow")
+	docs := make([]any, 30000)
+	for i := range docs {
+		docs[i] = bson.D{{Key: "_id", Value: i}, {Key: "s", Value: "abcdefghijklmnopqrstuvwxyz"}}
+	}
+	c.InsertMany(ctx, docs)
+	// A regex that matches nothing makes the scan examine every document
+	// without returning any: the deadline must still be honoured.
+	err := ts.db("t").RunCommand(ctx, bson.D{{Key: "count", Value: "slow"}, {Key: "query", Value: bson.D{{Key: "s", Value: bson.D{{Key: "$regex", Value: "(a|b)*z$x"}}}}}, {Key: "maxTimeMS", Value: 1}}).Err()
+	if ce := cmdErr(t, err); ce.Code != 50 {
+		t.Fatalf("want MaxTimeMSExpired (50), got %v", ce)
+	}
+}

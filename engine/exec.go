@@ -277,6 +277,8 @@ type matchIter struct {
 	withTS  bool
 	stats   *scanStats
 	rawOnly bool // no filter: callers may use rec.raw without decoding
+	r       *Request
+	seen    int
 }
 
 func (c *Collection) newMatchIter(p *plan, m *query.Matcher, withTS bool, stats *scanStats) *matchIter {
@@ -285,6 +287,13 @@ func (c *Collection) newMatchIter(p *plan, m *query.Matcher, withTS bool, stats 
 
 func (mi *matchIter) next() (*matchedDoc, error) {
 	for {
+		if mi.seen++; mi.seen%1024 == 0 && mi.r != nil {
+			// A selective filter may examine many documents per result:
+			// honour maxTimeMS and cancellation while scanning.
+			if err := mi.r.CheckDeadline(); err != nil {
+				return nil, err
+			}
+		}
 		r, err := mi.sc.next()
 		if err != nil || r == nil {
 			return nil, err

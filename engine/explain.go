@@ -127,7 +127,7 @@ func cmdExplain(e *Engine, r *Request) (bson.D, error) {
 		execStats = bson.D{{Key: "executionSuccess", Value: true}, {Key: "nReturned", Value: int32(0)}, {Key: "executionTimeMillis", Value: int32(0)},
 			{Key: "totalKeysExamined", Value: int32(0)}, {Key: "totalDocsExamined", Value: int32(0)}, {Key: "executionStages", Value: winning}}
 	} else {
-		cq, err := c.compileQuery(q)
+		cq, err := c.compileQuery(ir, q)
 		if err != nil {
 			return nil, err
 		}

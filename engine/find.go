@@ -29,6 +29,7 @@ type querySpec struct {
 // compiledQuery is a querySpec bound to a collection state with its plan.
 type compiledQuery struct {
 	c      *Collection
+	r      *Request // for maxTimeMS and cancellation while scanning (may be nil)
 	spec   *querySpec
 	m      *query.Matcher
 	proj   *query.Projection
@@ -38,8 +39,8 @@ type compiledQuery struct {
 	stats  scanStats
 }
 
-func (c *Collection) compileQuery(q *querySpec) (*compiledQuery, error) {
-	cq := &compiledQuery{c: c, spec: q}
+func (c *Collection) compileQuery(r *Request, q *querySpec) (*compiledQuery, error) {
+	cq := &compiledQuery{c: c, spec: q, r: r}
 	var err error
 	if idOnlyEquality(q.filter) && q.hint == nil {
 		// {_id: v}: the _id key lookup decides the match exactly (equal keys
@@ -96,7 +97,9 @@ func idOnlyEquality(f bson.D) bool {
 // matches opens a raw stream of matching live documents (no sort, skip,
 // limit or projection) — what writes iterate over.
 func (cq *compiledQuery) matches() *matchIter {
-	return cq.c.newMatchIter(cq.plan, cq.m, cq.withTS, &cq.stats)
+	mi := cq.c.newMatchIter(cq.plan, cq.m, cq.withTS, &cq.stats)
+	mi.r = cq.r
+	return mi
 }
 
 // output renders one matched document as the client sees it: projected,
@@ -418,7 +421,7 @@ func cmdFind(e *Engine, r *Request) (bson.D, error) {
 	if c == nil {
 		return cursorReply("firstBatch", bson.A{}, 0, ns), nil
 	}
-	cq, err := c.compileQuery(q)
+	cq, err := c.compileQuery(r, q)
 	if err != nil {
 		return nil, err
 	}
@@ -553,7 +556,7 @@ func cmdCount(e *Engine, r *Request) (bson.D, error) {
 
 // count counts live matching documents.
 func (c *Collection) count(r *Request, q *querySpec) (int64, *compiledQuery, error) {
-	cq, err := c.compileQuery(&querySpec{filter: q.filter, hint: q.hint})
+	cq, err := c.compileQuery(r, &querySpec{filter: q.filter, hint: q.hint})
 	if err != nil {
 		return 0, nil, err
 	}
@@ -625,7 +628,7 @@ func (c *Collection) distinct(r *Request, key string, filter bson.D) (bson.A, *c
 	if d, ok := h.(bson.D); ok && len(d) == 0 {
 		h = nil
 	}
-	cq, err := c.compileQuery(&querySpec{filter: filter, hint: h})
+	cq, err := c.compileQuery(r, &querySpec{filter: filter, hint: h})
 	if err != nil {
 		return nil, nil, err
 	}
