@@ -3,8 +3,12 @@ package compat
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 )
 
 func TestHandshake_HelloReply(t *testing.T) {
@@ -126,4 +130,36 @@ func TestHandshake_ListDatabasesShowsTheTestDatabase(t *testing.T) {
 	if num(t, d, "sizeOnDisk") <= 0 {
 		t.Fatalf("sizeOnDisk of a non-empty database: %s", d)
 	}
+}
+
+func TestHandshake_StableAPIClientHandshakesOverOpMsg(t *testing.T) {
+	e := newEnv(t)
+	// With a server API version the driver's first message is an OP_MSG
+	// hello carrying apiVersion instead of the legacy OP_QUERY isMaster.
+	uri := externalURI
+	if uri == "" {
+		uri = e.tg.srv.URI()
+	}
+	cli, err := mongo.Connect(options.Client().ApplyURI(uri).SetServerAPIOptions(options.ServerAPI(options.ServerAPIVersion1)))
+	noErr(t, err, "connect with serverApi 1")
+	defer cli.Disconnect(e.ctx)
+	c := cli.Database(e.db.Name()).Collection("api")
+	_, err = c.InsertOne(e.ctx, bson.D{{Key: "_id", Value: 1}})
+	noErr(t, err, "insert with apiVersion 1")
+	raw, err := c.FindOne(e.ctx, bson.D{}).Raw()
+	noErr(t, err, "find with apiVersion 1")
+	docEq(t, raw, bson.D{{Key: "_id", Value: 1}})
+}
+
+func TestHandshake_UnacknowledgedWritesGetNoReply(t *testing.T) {
+	e := newEnv(t)
+	// w:0 writes go out with OP_MSG moreToCome: the server must not answer
+	// them, and the connection must stay usable.
+	c := e.coll("w0").Clone(options.Collection().SetWriteConcern(writeconcern.Unacknowledged()))
+	for i := 1; i <= 20; i++ {
+		_, err := c.InsertOne(e.ctx, bson.D{{Key: "_id", Value: i}})
+		noErr(t, err, "w:0 insert")
+	}
+	waitFor(t, 10*time.Second, "20 unacknowledged inserts to land", func() bool { return e.count("w0", nil) == 20 })
+	docEq(t, e.admin(bson.D{{Key: "ping", Value: 1}}), bson.D{{Key: "ok", Value: 1.0}})
 }
