@@ -151,15 +151,9 @@ func (c *Collection) figures() collFigures {
 }
 
 func cmdListDatabases(e *Engine, r *Request) (bson.D, error) {
-	filter, err := docArg(r, "filter")
+	m, err := filterArg(r)
 	if err != nil {
 		return nil, err
-	}
-	var m *query.Matcher
-	if len(filter) > 0 {
-		if m, err = query.Compile(filter); err != nil {
-			return nil, err
-		}
 	}
 	nameOnly := boolArg(r, "nameOnly")
 	dbs := bson.A{}
@@ -207,18 +201,22 @@ func collOptions(m *collMeta) bson.D {
 	return out
 }
 
+// filterArg compiles the optional filter of listDatabases/listCollections
+// (nil when there is none).
+func filterArg(r *Request) (*query.Matcher, error) {
+	filter, err := docArg(r, "filter")
+	if err != nil || len(filter) == 0 {
+		return nil, err
+	}
+	return query.Compile(filter)
+}
+
 func ttlValue(n int64) any { return int32OrInt64(n) }
 
 func cmdListCollections(e *Engine, r *Request) (bson.D, error) {
-	filter, err := docArg(r, "filter")
+	m, err := filterArg(r)
 	if err != nil {
 		return nil, err
-	}
-	var m *query.Matcher
-	if len(filter) > 0 {
-		if m, err = query.Compile(filter); err != nil {
-			return nil, err
-		}
 	}
 	if err := ValidateDBName(r.DB); err != nil {
 		return nil, err

@@ -116,17 +116,17 @@ func parseIndexSpec(spec bson.D) (*indexMeta, error) {
 		}
 		switch f.Key {
 		case "unique":
-			ix.Unique = truthyOpt(f.Value)
+			ix.Unique = truthy(f.Value)
 			if ix.Unique {
 				out = append(out, bson.E{Key: "unique", Value: true})
 			}
 		case "sparse":
-			ix.Sparse = truthyOpt(f.Value)
+			ix.Sparse = truthy(f.Value)
 			if ix.Sparse {
 				out = append(out, bson.E{Key: "sparse", Value: true})
 			}
 		case "hidden":
-			ix.Hidden = truthyOpt(f.Value)
+			ix.Hidden = truthy(f.Value)
 			if ix.Hidden {
 				out = append(out, bson.E{Key: "hidden", Value: true})
 			}
@@ -174,16 +174,6 @@ func parseIndexSpec(spec bson.D) (*indexMeta, error) {
 	return ix, nil
 }
 
-func truthyOpt(v any) bool {
-	switch b := v.(type) {
-	case bool:
-		return b
-	case nil:
-		return false
-	}
-	f, ok := bsonx.ToFloat(v)
-	return ok && f != 0
-}
 
 func cmdCreateIndexes(e *Engine, r *Request) (bson.D, error) {
 	coll, err := collName(r)

@@ -227,14 +227,7 @@ func (e *Engine) updateStatement(r *Request, coll string, st bson.D) (*updateRes
 
 func stmtBool(st bson.D, key string) bool {
 	v, _ := bsonx.Get(st, key)
-	switch b := v.(type) {
-	case bool:
-		return b
-	case nil:
-		return false
-	}
-	f, ok := bsonx.ToFloat(v)
-	return ok && f != 0
+	return truthy(v)
 }
 
 // applyUpdate runs one update (or findAndModify update) statement. Each

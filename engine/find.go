@@ -334,18 +334,21 @@ func intArg(r *Request, key string) (int64, bool, error) {
 }
 
 func boolArg(r *Request, key string) bool {
-	v, ok := r.Arg(key)
-	if !ok {
-		return false
-	}
+	v, _ := r.Arg(key)
+	return truthy(v)
+}
+
+// truthy is how mongod reads a boolean option: booleans as they are,
+// numbers by non-zero, null or absent as false.
+func truthy(v any) bool {
 	switch b := v.(type) {
 	case bool:
 		return b
 	case nil:
 		return false
 	}
-	f, isNum := bsonx.ToFloat(v)
-	return isNum && f != 0
+	f, ok := bsonx.ToFloat(v)
+	return ok && f != 0
 }
 
 // collName returns the command's collection name, validated.
