@@ -174,7 +174,6 @@ func parseIndexSpec(spec bson.D) (*indexMeta, error) {
 	return ix, nil
 }
 
-
 func cmdCreateIndexes(e *Engine, r *Request) (bson.D, error) {
 	coll, err := collName(r)
 	if err != nil {
