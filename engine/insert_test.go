@@ -97,3 +97,26 @@ func TestSparseDottedIndex(t *testing.T) {
 	}
 	sameIDs(t, findAll(t, c, bson.D{{Key: "a.b", Value: 5}}), int32(2))
 }
+
+func TestNestingDepthLimit(t *testing.T) {
+	ts := startServer(t)
+	c := ts.db("im").Collection("deep")
+	nest := func(levels int) bson.D {
+		d := bson.D{{Key: "x", Value: 1}}
+		for i := 1; i < levels; i++ {
+			d = bson.D{{Key: "a", Value: d}}
+		}
+		return d
+	}
+	if _, err := c.InsertOne(ctx, nest(180)); err != nil {
+		t.Fatalf("depth 180 refused: %v", err)
+	}
+	_, err := c.InsertOne(ctx, nest(181))
+	if ce := cmdErr(t, err); ce.Code != 15 {
+		t.Fatalf("depth 181: %v", ce)
+	}
+	// Empty sub-documents do not count toward the depth.
+	if _, err := c.InsertOne(ctx, append(nest(180), bson.E{Key: "e", Value: bson.D{}})); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -54,12 +54,48 @@ func prepareNewDoc(s *collState, d bson.D, generateID bool) (bson.D, error) {
 			}
 		}
 	}
+	if depth(d) > maxUserDepth {
+		return nil, mongoerr.New(mongoerr.Overflow, "Document exceeds maximum nesting depth of %d", maxUserDepth)
+	}
 	if s.meta.HasTTL {
 		if err := ttl.ValidateDocTTL(d); err != nil {
 			return nil, err
 		}
 	}
 	return d, nil
+}
+
+// maxUserDepth is mongod's nesting limit for stored documents: maxBSONDepth
+// (200) less the 20 levels it keeps for the system.
+const maxUserDepth = 180
+
+// depth counts nesting levels as mongod does for that limit: a document or
+// array is one level plus its deepest non-empty child.
+func depth(v any) int {
+	deepest := 0
+	switch x := v.(type) {
+	case bson.D:
+		for _, e := range x {
+			if d := depth(e.Value); d > deepest {
+				deepest = d
+			}
+		}
+		if len(x) == 0 {
+			return 0
+		}
+	case bson.A:
+		for _, e := range x {
+			if d := depth(e); d > deepest {
+				deepest = d
+			}
+		}
+		if len(x) == 0 {
+			return 0
+		}
+	default:
+		return 0
+	}
+	return deepest + 1
 }
 
 // nowTS is _ts for a write happening now (Unix seconds, spec §1).
