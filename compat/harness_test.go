@@ -177,9 +177,6 @@ func (e *env) advance(d time.Duration) {
 	time.Sleep(d)
 }
 
-// advance is the free-function form of env.advance.
-func advance(e *env, d time.Duration) { e.advance(d) }
-
 // now is the server's idea of the current time.
 func (e *env) now() time.Time {
 	if e.tg.clock != nil {
