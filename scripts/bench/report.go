@@ -111,7 +111,7 @@ func (r *report) printTable(w io.Writer) {
 		}
 		ratio := "-"
 		if res.Vs != "" {
-			ratio = fmt.Sprintf("%.2f", res.Ratio)
+			ratio = fmtRatio(res.Ratio)
 		}
 		fmt.Fprintf(tw, "| %s\t| %.0f%s\t| %s\t| %s\t| %s\t| %s\t|\n", res.Name, res.PerSec, unit, fmtUs(res.P50us), fmtUs(res.P99us), ratio, res.Vs)
 	}
@@ -196,7 +196,7 @@ func (r *report) writeSVG(path string) error {
 		fmt.Fprintf(&s, `<rect x="%.0f" y="%.1f" width="%.1f" height="%.0f" fill="%s"/>`+"\n", left, y, math.Max(1, x(res.PerSec)-left), barH, c)
 		txt := human(res.PerSec)
 		if res.Vs != "" {
-			txt += fmt.Sprintf("  (%.2f × %s)", res.Ratio, res.Vs)
+			txt += fmt.Sprintf("  (%s × %s)", fmtRatio(res.Ratio), res.Vs)
 		}
 		fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" fill="#333">%s</text>`+"\n", x(res.PerSec)+4, y+barH-3, html.EscapeString(txt))
 	}
@@ -213,6 +213,13 @@ func (r *report) writeSVG(path string) error {
 		return err
 	}
 	return os.WriteFile(path, []byte(s.String()), 0o644)
+}
+
+func fmtRatio(r float64) string {
+	if r < 0.1 {
+		return fmt.Sprintf("%.3f", r)
+	}
+	return fmt.Sprintf("%.2f", r)
 }
 
 func human(v float64) string {
