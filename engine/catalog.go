@@ -100,6 +100,21 @@ type Collection struct {
 	dropped   atomic.Bool
 
 	ttlDeleted atomic.Int64
+
+	// reap tracks, per expiry-index kind, how far the reaper has consumed
+	// the index in this process: scans resume at from (no walking over the
+	// tombstones of earlier batches), and the consumed span [rangeFrom,
+	// from) gets one range tombstone per pass. Safe because a new entry can
+	// never sort below from: deadlines and _ts of new writes come from a
+	// clock that never runs backwards. Lost on restart (scans then start at
+	// the beginning once).
+	reapMu sync.Mutex
+	reap   map[byte]*reapPos
+}
+
+type reapPos struct {
+	from      []byte // next key to scan from
+	rangeFrom []byte // start of the consumed span not yet range-deleted
 }
 
 func (c *Collection) st() *collState { return c.state.Load() }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"math"
@@ -116,6 +117,9 @@ func (rp *reaper) PurgeBatch(ctx context.Context, nowMS int64, max int) (int, in
 func (rp *reaper) Compact(ctx context.Context) (int64, error) {
 	var total int64
 	for _, c := range rp.e.cat.All() {
+		if err := c.rangeDeleteConsumed(); err != nil {
+			return total, err
+		}
 		id := c.Meta().ID
 		rp.mu.Lock()
 		pend := rp.pending[id]
@@ -233,7 +237,15 @@ func (c *Collection) purgeExpired(nowMS int64, max int, held bool) (int, int64, 
 		return it.Error()
 	}
 	for _, r := range s.expiryRanges(nowMS) {
-		if err := scan(r[0], r[1], false); err != nil {
+		kind := r[0][9]
+		lo := r[0]
+		if from := c.reapFrom(kind); from != nil && bytes.Compare(from, lo) > 0 {
+			lo = from
+		}
+		if bytes.Compare(lo, r[1]) >= 0 {
+			continue
+		}
+		if err := scan(lo, r[1], false); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -273,20 +285,73 @@ func (c *Collection) purgeExpired(nowMS int64, max int, held bool) (int, int64, 
 		n++
 		bytes += int64(len(rec.raw))
 	}
-	// Every entry up to the last one scanned in these expiry ranges belonged
-	// to an expired document (entries mirror documents exactly, and writers
-	// are excluded), so the consumed prefix goes with one range tombstone.
-	for _, r := range ranges {
-		if err := b.DeleteRange(r.lo, append(r.last, 0)); err != nil {
-			return 0, 0, err
-		}
-	}
 	if err := b.Commit(false); err != nil {
 		return 0, 0, err
+	}
+	// Every entry up to the last one scanned in these expiry ranges belonged
+	// to a document expired at nowMS (entries mirror documents exactly), and
+	// each was deleted with its document above: the next scan starts after
+	// them.
+	for _, r := range ranges {
+		c.advanceReap(r.lo[9], r.lo, append(r.last, 0))
 	}
 	c.nDocs.Add(-int64(n))
 	c.size.Add(-bytes)
 	return n, bytes, nil
+}
+
+func (c *Collection) reapFrom(kind byte) []byte {
+	c.reapMu.Lock()
+	defer c.reapMu.Unlock()
+	if p := c.reap[kind]; p != nil {
+		return p.from
+	}
+	return nil
+}
+
+func (c *Collection) advanceReap(kind byte, scannedFrom, next []byte) {
+	c.reapMu.Lock()
+	defer c.reapMu.Unlock()
+	if c.reap == nil {
+		c.reap = map[byte]*reapPos{}
+	}
+	p := c.reap[kind]
+	if p == nil {
+		p = &reapPos{rangeFrom: scannedFrom}
+		c.reap[kind] = p
+	}
+	if bytes.Compare(next, p.from) > 0 {
+		p.from = next
+	}
+}
+
+// rangeDeleteConsumed lays one range tombstone per expiry-index kind over
+// the span the reaper consumed since the last call (once per pass): the
+// entries in it are already point-deleted, and the range tombstone lets
+// compaction drop those point tombstones wholesale. Spans of consecutive
+// passes do not overlap, so tombstones do not pile up on each other.
+func (c *Collection) rangeDeleteConsumed() error {
+	c.reapMu.Lock()
+	type span struct{ lo, hi []byte }
+	var spans []span
+	for _, p := range c.reap {
+		if p.from != nil && bytes.Compare(p.rangeFrom, p.from) < 0 {
+			spans = append(spans, span{p.rangeFrom, p.from})
+			p.rangeFrom = p.from
+		}
+	}
+	c.reapMu.Unlock()
+	if len(spans) == 0 || c.dropped.Load() {
+		return nil
+	}
+	b := c.e.kv.NewBatch()
+	defer b.Close()
+	for _, sp := range spans {
+		if err := b.DeleteRange(sp.lo, sp.hi); err != nil {
+			return err
+		}
+	}
+	return b.Commit(false)
 }
 
 // purgeAll removes every document expired under the current policy at
@@ -305,7 +370,7 @@ func (c *Collection) purgeAll(nowMS int64) (int64, error) {
 
 // backlog counts documents expired but not yet purged, their bytes and the
 // earliest deadline among them (spec §9).
-func (c *Collection) backlog(nowMS int64) (n int64, bytes int64, oldest int64) {
+func (c *Collection) backlog(nowMS int64) (n int64, nbytes int64, oldest int64) {
 	s := c.st()
 	oldest = math.MaxInt64
 	if s.policy == nil {
@@ -313,7 +378,14 @@ func (c *Collection) backlog(nowMS int64) (n int64, bytes int64, oldest int64) {
 	}
 	seen := map[string]bool{}
 	for _, r := range s.expiryRanges(nowMS) {
-		it, err := c.e.kv.NewIter(r[0], r[1])
+		lo := r[0]
+		if from := c.reapFrom(lo[9]); from != nil && bytes.Compare(from, lo) > 0 {
+			lo = from
+		}
+		if bytes.Compare(lo, r[1]) >= 0 {
+			continue
+		}
+		it, err := c.e.kv.NewIter(lo, r[1])
 		if err != nil {
 			continue
 		}
@@ -322,7 +394,7 @@ func (c *Collection) backlog(nowMS int64) (n int64, bytes int64, oldest int64) {
 			seen[string(k[18:])] = true
 			n++
 			if v := it.Value(); len(v) == 4 {
-				bytes += int64(binary.BigEndian.Uint32(v))
+				nbytes += int64(binary.BigEndian.Uint32(v))
 			}
 			inst := readInstant(k[10:18])
 			dl := inst
@@ -353,7 +425,7 @@ func (c *Collection) backlog(nowMS int64) (n int64, bytes int64, oldest int64) {
 			dl := s.deadline(rec)
 			if ttl.Expired(dl, nowMS) {
 				n++
-				bytes += int64(len(rec.raw))
+				nbytes += int64(len(rec.raw))
 				if dl < oldest {
 					oldest = dl
 				}
@@ -361,5 +433,5 @@ func (c *Collection) backlog(nowMS int64) (n int64, bytes int64, oldest int64) {
 		}
 		it.Close()
 	}
-	return n, bytes, oldest
+	return n, nbytes, oldest
 }
