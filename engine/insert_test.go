@@ -120,3 +120,17 @@ func TestNestingDepthLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// MongoDB 5.0+: $-prefixed field names are allowed in inserted documents,
+// top level and nested (but not inside _id).
+func TestInsertDollarPrefixedFields(t *testing.T) {
+	ts := startServer(t)
+	c := ts.db("im").Collection("dollar")
+	if _, err := c.InsertOne(ctx, bson.D{{Key: "$price", Value: 50.0}, {Key: "loc", Value: bson.D{{Key: "$db", Value: "x"}}}}); err != nil {
+		t.Fatalf("$-prefixed fields refused: %v", err)
+	}
+	_, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$x", Value: 1}}}})
+	if ce := cmdErr(t, err); ce.Code != 52 {
+		t.Fatalf("$ inside _id: %v", ce)
+	}
+}

@@ -12,8 +12,9 @@ import (
 
 // prepareNewDoc checks a document about to be stored (insert, replacement,
 // update result, upsert) and returns it with _id first: mongod's rules for
-// _id and field names, spec §5.3 (no client _ts) and §4.1 (valid ttl while
-// TTL is on).
+// _id, spec §5.3 (no client _ts) and §4.1 (valid ttl while TTL is on).
+// $-prefixed field names are storable since MongoDB 5.0; the update
+// package applies the rules that differ for updates.
 func prepareNewDoc(s *collState, d bson.D, generateID bool) (bson.D, error) {
 	idIdx := -1
 	for i, f := range d {
@@ -22,8 +23,6 @@ func prepareNewDoc(s *collState, d bson.D, generateID bool) (bson.D, error) {
 			idIdx = i
 		case f.Key == "_ts":
 			return nil, mongoerr.New(mongoerr.BadValue, "_ts is a system property maintained by the server: a document cannot set it")
-		case strings.HasPrefix(f.Key, "$"):
-			return nil, mongoerr.New(mongoerr.DollarPrefixedFieldName, "Document can't have $ prefixed field names: %s", f.Key)
 		case f.Key == "":
 			return nil, mongoerr.New(mongoerr.EmptyFieldName, "Document can't have empty field names")
 		}
