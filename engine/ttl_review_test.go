@@ -653,3 +653,43 @@ func TestReviewFindCursorsAcrossExpiry(t *testing.T) {
 		}
 	}
 }
+
+// §6.1: a collMod that lowers DefaultTTL (or a new TTL index) makes
+// documents expire at once, also for streaming cursors already open.
+func TestReviewStreamingCursorAcrossPolicyChange(t *testing.T) {
+	for i := 0; i < 4; i++ {
+		ts := startServer(t)
+		c := rvCreate(t, ts, "r22", "c", 100)
+		var docs []any
+		for j := 0; j < 10; j++ {
+			docs = append(docs, bson.D{{Key: "_id", Value: j}, {Key: "n", Value: 10 - j}, {Key: "d", Value: bson.NewDateTimeFromTime(t0)}})
+		}
+		c.InsertMany(ctx, docs)
+		ts.clock.Advance(50 * time.Second)
+		var cur *mongo.Cursor
+		var err error
+		if i%2 == 0 {
+			cur, err = c.Find(ctx, bson.D{}, options.Find().SetBatchSize(2))
+		} else {
+			cur, err = c.Aggregate(ctx, mongo.Pipeline{{{Key: "$match", Value: bson.D{}}}}, options.Aggregate().SetBatchSize(2))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for cur.Next(ctx) {
+			n++
+			if n == 2 {
+				if i < 2 {
+					ts.run(t, "r22", bson.D{{Key: "collMod", Value: "c"}, {Key: "defaultTimeToLive", Value: 10}})
+				} else {
+					c.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "d", Value: 1}}, Options: options.Index().SetExpireAfterSeconds(10)})
+				}
+			}
+		}
+		cur.Close(ctx)
+		if n != 2 {
+			t.Errorf("case %d: %d documents returned, want 2 (the rest expired by the policy change)", i, n)
+		}
+	}
+}
