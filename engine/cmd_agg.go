@@ -222,7 +222,7 @@ func (q *queryIter) Next(ctx context.Context) (bson.D, bool, error) {
 			md = q.sorted[q.i]
 			q.sorted[q.i] = nil
 			q.i++
-			if ttl.Expired(md.deadline, q.cq.c.e.nowMS()) {
+			if ttl.Expired(q.cq.c.st().deadline(md.rec), q.cq.c.e.nowMS()) {
 				continue
 			}
 		} else {

@@ -106,6 +106,17 @@ func parseIndexSpec(spec bson.D) (*indexMeta, error) {
 		return nil, mongoerr.New(mongoerr.TypeMismatch, "The field 'name' must be a non-empty string")
 	}
 	ix.Name = name
+	// _ts lives in the document header, not the body: the only index on it
+	// is the {_ts: 1} view of DefaultTTL (spec §3.3). Other indexes naming
+	// it would be built without it and give wrong answers, so refuse them.
+	for i, f := range key {
+		if f.Key == "_ts" && (len(key) > 1 || i > 0) {
+			return nil, mongoerr.New(mongoerr.CannotCreateIndex, "_ts can only be indexed alone, as {_ts: 1} with expireAfterSeconds (the collection's defaultTimeToLive)")
+		}
+	}
+	if pf, ok := bsonx.Get(spec, "partialFilterExpression"); ok && containsKey(bson.D{{Key: "p", Value: pf}}, "_ts") {
+		return nil, mongoerr.New(mongoerr.CannotCreateIndex, "partialFilterExpression cannot refer to _ts, a system property kept outside the document")
+	}
 	out := bson.D{{Key: "v", Value: int32(2)}, {Key: "key", Value: key}, {Key: "name", Value: name}}
 	for _, f := range spec {
 		if indexOptionsRefused[f.Key] {

@@ -288,6 +288,11 @@ func (c *Collection) writeDoc(b storage.Batch, s *collState, old *record, newDoc
 			return 0, err
 		}
 	}
+	// An expired old version holds no keys (spec §6.3): its entries may be
+	// missing (index builds skip expired documents) and its unique keys may
+	// have been taken by live documents since, so every key of the new
+	// version is checked and written afresh; its old entries are deleted.
+	oldLive := old != nil && s.visible(old, c.e.nowMS())
 	type change struct {
 		prefix   []byte
 		del, add [][]byte
@@ -311,12 +316,12 @@ func (c *Collection) writeDoc(b storage.Batch, s *collState, old *record, newDoc
 		}
 		ch := change{prefix: indexPrefix(m.ID, ix.ID), ix: ix}
 		for _, k := range oldKeys {
-			if !containsKey2(newKeys, k) {
+			if !oldLive || !containsKey2(newKeys, k) {
 				ch.del = append(ch.del, k)
 			}
 		}
 		for _, k := range newKeys {
-			if containsKey2(oldKeys, k) {
+			if oldLive && containsKey2(oldKeys, k) {
 				continue
 			}
 			if ix.Unique {

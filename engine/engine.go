@@ -60,7 +60,8 @@ type Engine struct {
 	// hwm is the expiry clock's high-water mark (Unix ms): now never runs
 	// backwards, across restarts too (spec §6.5).
 	hwm       atomic.Int64
-	savedHWM  atomic.Int64
+	savedHWM  atomic.Int64 // the persisted lease (Unix ms)
+	leaseMu   sync.Mutex
 	inflight  atomic.Int64
 	fgOps     atomic.Int64
 	reaper    *reaper
@@ -103,15 +104,14 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	e.reaper = newReaper(e, cfg.Reaper)
 	e.wg.Add(3)
-	go e.hwmLoop()
+	go e.clockLoop()
 	go e.cursorLoop()
 	go e.compactLoop()
 	e.reaper.start()
 	return e, nil
 }
 
-// Close stops background work and persists the clock's high-water mark. It
-// does not close the store.
+// Close stops background work. It does not close the store.
 func (e *Engine) Close() error {
 	if e.closed.Swap(true) {
 		return nil
@@ -119,7 +119,7 @@ func (e *Engine) Close() error {
 	close(e.stop)
 	e.reaper.wait()
 	e.wg.Wait()
-	return e.persistHWM()
+	return nil
 }
 
 // Logger returns the engine's logger.
@@ -133,10 +133,27 @@ func (e *Engine) OpCounters() (insert, query, update, delete, getmore, command i
 	return e.ops.insert.Load(), e.ops.query.Load(), e.ops.update.Load(), e.ops.delete.Load(), e.ops.getmore.Load(), e.ops.command.Load()
 }
 
-// nowMS is the expiry clock: the injected clock, never below the persisted
-// high-water mark.
+// nowMS is the expiry clock: the injected clock, never below the
+// high-water mark, across crashes too (spec §6.5, §8.3). Before an instant
+// past the persisted lease is used, the lease — the end of that instant's
+// second — is written with a WAL sync, so after a crash the clock resumes
+// at or after every instant any request saw. Rounding to the second keeps
+// this to one synced write per second of activity, and never makes a
+// Cosmos-style deadline (whole seconds) pass early after a restart.
 func (e *Engine) nowMS() int64 {
 	now := e.clock.Now().UnixMilli()
+	if now > e.savedHWM.Load() {
+		e.leaseMu.Lock()
+		if now > e.savedHWM.Load() {
+			lease := now - now%1000 + 999
+			if err := e.saveHWM(lease); err != nil {
+				e.log.Error("cannot persist the expiry clock high-water mark", zap.Error(err))
+			} else {
+				e.savedHWM.Store(lease)
+			}
+		}
+		e.leaseMu.Unlock()
+	}
 	for {
 		h := e.hwm.Load()
 		if now <= h {
@@ -151,24 +168,18 @@ func (e *Engine) nowMS() int64 {
 // Now is the engine's expiry clock as a time.
 func (e *Engine) Now() time.Time { return time.UnixMilli(e.nowMS()) }
 
-func (e *Engine) persistHWM() error {
-	h := e.nowMS()
-	if h == e.savedHWM.Load() {
-		return nil
-	}
+func (e *Engine) saveHWM(v int64) error {
 	b := e.kv.NewBatch()
 	defer b.Close()
-	if err := b.Set(metaKey("clockHWM"), binary.BigEndian.AppendUint64(nil, uint64(h))); err != nil {
+	if err := b.Set(metaKey("clockHWM"), binary.BigEndian.AppendUint64(nil, uint64(v))); err != nil {
 		return err
 	}
-	if err := b.Commit(true); err != nil {
-		return err
-	}
-	e.savedHWM.Store(h)
-	return nil
+	return b.Commit(true)
 }
 
-func (e *Engine) hwmLoop() {
+// clockLoop records the passage of time once a second even when no request
+// asks for it, so a restart resumes the expiry clock where it was.
+func (e *Engine) clockLoop() {
 	defer e.wg.Done()
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -177,9 +188,7 @@ func (e *Engine) hwmLoop() {
 		case <-e.stop:
 			return
 		case <-t.C:
-			if err := e.persistHWM(); err != nil {
-				e.log.Warn("cannot persist the expiry clock high-water mark", zap.Error(err))
-			}
+			e.nowMS()
 		}
 	}
 }

@@ -175,7 +175,7 @@ func (s *sortedSource) next() (bson.Raw, error) {
 		md := s.docs[s.i]
 		s.docs[s.i] = nil
 		s.i++
-		if ttl.Expired(md.deadline, now) {
+		if ttl.Expired(s.cq.c.st().deadline(md.rec), now) { // current policy: it may have changed since the sort
 			continue
 		}
 		s.cq.stats.nReturned++

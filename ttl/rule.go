@@ -87,31 +87,46 @@ func (p *Policy) Deadline(ts, ownTTL int64, doc bson.Raw) int64 {
 // Expired reports whether a deadline has passed at nowMS (Unix ms).
 func Expired(deadline, nowMS int64) bool { return deadline != Never && deadline <= nowMS }
 
-// EarliestDate returns the earliest Date at a (possibly dotted) path of doc:
-// the field itself when it is a Date, else the smallest Date element of an
-// array there. Other types never expire (spec §7).
+// EarliestDate returns the earliest Date at a (possibly dotted) path of
+// doc, traversing arrays as MongoDB's index keys do: a Date at the path, or
+// the smallest Date among array elements there (arrays of sub-documents
+// along the path are walked too). Other types never expire (spec §7).
 func EarliestDate(doc bson.Raw, path string) (int64, bool) {
-	v, err := doc.LookupErr(strings.Split(path, ".")...)
-	if err != nil {
-		return 0, false
-	}
-	switch v.Type {
-	case bson.TypeDateTime:
-		return v.DateTime(), true
-	case bson.TypeArray:
-		vals, err := v.Array().Values()
-		if err != nil {
-			return 0, false
+	best, found := int64(0), false
+	var walk func(v bson.RawValue, parts []string, inArray bool)
+	walk = func(v bson.RawValue, parts []string, inArray bool) {
+		if len(parts) == 0 {
+			switch v.Type {
+			case bson.TypeDateTime:
+				if !found || v.DateTime() < best {
+					best, found = v.DateTime(), true
+				}
+			case bson.TypeArray:
+				if !inArray {
+					vals, _ := v.Array().Values()
+					for _, e := range vals {
+						walk(e, nil, true)
+					}
+				}
+			}
+			return
 		}
-		best, found := int64(0), false
-		for _, e := range vals {
-			if e.Type == bson.TypeDateTime && (!found || e.DateTime() < best) {
-				best, found = e.DateTime(), true
+		switch v.Type {
+		case bson.TypeEmbeddedDocument:
+			if f, err := v.Document().LookupErr(parts[0]); err == nil {
+				walk(f, parts[1:], false)
+			}
+		case bson.TypeArray:
+			vals, _ := v.Array().Values()
+			for _, e := range vals {
+				if e.Type == bson.TypeEmbeddedDocument {
+					walk(e, parts, true)
+				}
 			}
 		}
-		return best, found
 	}
-	return 0, false
+	walk(bson.RawValue{Type: bson.TypeEmbeddedDocument, Value: doc}, strings.Split(path, "."), false)
+	return best, found
 }
 
 // DocTTL interprets a document's top-level ttl value: -1 or an integral

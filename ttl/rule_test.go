@@ -69,6 +69,9 @@ func TestTTLIndexRules(t *testing.T) {
 	if got := nested.Deadline(0, NoOwnTTL, raw(t, bson.D{{Key: "a", Value: bson.D{{Key: "b", Value: late}}}})); got != 9_000 {
 		t.Fatalf("dotted path: %d", got)
 	}
+	if got := nested.Deadline(0, NoOwnTTL, raw(t, bson.D{{Key: "a", Value: bson.A{bson.D{{Key: "b", Value: late}}, bson.D{{Key: "b", Value: early}}, "x"}}})); got != 5_000 {
+		t.Fatalf("dotted path through an array of sub-documents: %d", got)
+	}
 	partial := &Policy{Indexes: []IndexRule{{Field: "at", ExpireAfterSeconds: 0, Applies: func(bson.Raw) bool { return false }}}}
 	if got := partial.Deadline(0, NoOwnTTL, raw(t, bson.D{{Key: "at", Value: early}})); got != Never {
 		t.Fatalf("partial filter ignored: %d", got)
