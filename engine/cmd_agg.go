@@ -80,10 +80,7 @@ func cmdAggregate(e *Engine, r *Request) (bson.D, error) {
 			return nil, mongoerr.New(mongoerr.InvalidNamespace, "{aggregate: 1} is not valid for '%s'; a collection is required.", firstStage(p))
 		}
 	}
-	hint, _ := r.Arg("hint")
-	if d, ok := hint.(bson.D); ok && len(d) == 0 {
-		hint = nil
-	}
+	hint := hintValue(r.Arg("hint"))
 	env := &aggEnv{e: e, r: r}
 	input, cq, rest, err := e.aggInput(r, coll, p, hint, containsKey(bson.D{{Key: "p", Value: pipeline}}, "_ts"))
 	if err != nil {

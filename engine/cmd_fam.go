@@ -5,7 +5,6 @@ import (
 
 	"github.com/mayflydb/mayfly/engine/query"
 	"github.com/mayflydb/mayfly/engine/update"
-	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
 )
 
@@ -39,10 +38,7 @@ func cmdFindAndModify(e *Engine, r *Request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	q.hint, _ = r.Arg("hint")
-	if d, ok := q.hint.(bson.D); ok && len(d) == 0 {
-		q.hint = nil
-	}
+	q.hint = hintValue(r.Arg("hint"))
 	remove := boolArg(r, "remove")
 	returnNew := boolArg(r, "new")
 	upsert := boolArg(r, "upsert")
@@ -79,7 +75,7 @@ func cmdFindAndModify(e *Engine, r *Request) (bson.D, error) {
 		var got bson.D
 		var n int64
 		if c != nil {
-			if n, err = c.deleteOneSorted(r, q, &got); err != nil {
+			if n, err = c.deleteMatching(r, q, true, &got); err != nil {
 				return nil, err
 			}
 		}
@@ -95,7 +91,7 @@ func cmdFindAndModify(e *Engine, r *Request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := e.applyUpdateSorted(r, coll, q, upd, upsert)
+	res, err := e.applyUpdate(r, coll, q, upd, false, upsert, true)
 	if err != nil {
 		return nil, err
 	}
@@ -117,91 +113,3 @@ func cmdFindAndModify(e *Engine, r *Request) (bson.D, error) {
 	}
 	return bson.D{{Key: "lastErrorObject", Value: leo}, {Key: "value", Value: v}}, nil
 }
-
-// applyUpdateSorted is applyUpdate for one document chosen in sort order.
-func (e *Engine) applyUpdateSorted(r *Request, coll string, q *querySpec, upd *update.Update, upsert bool) (*updateResult, error) {
-	if len(q.sort) == 0 {
-		return e.applyUpdate(r, coll, q, upd, false, upsert, true)
-	}
-	// With a sort, pick the first matching document in sort order, then
-	// update exactly that one (by _id and the original filter).
-	var c *Collection
-	if c = e.cat.Get(r.DB, coll); c == nil {
-		if !upsert {
-			return &updateResult{}, nil
-		}
-		return e.applyUpdate(r, coll, q, upd, false, upsert, true)
-	}
-	for attempt := 0; attempt < 100; attempt++ {
-		cq, err := c.compileQuery(r, q)
-		if err != nil {
-			return nil, err
-		}
-		ids, err := cq.matchedIDs(r, 1)
-		if err != nil {
-			return nil, err
-		}
-		if len(ids) == 0 {
-			if !upsert {
-				return &updateResult{}, nil
-			}
-			return e.applyUpdate(r, coll, &querySpec{filter: q.filter, hint: q.hint}, upd, false, true, true)
-		}
-		res := &updateResult{}
-		found, err := c.withDoc(cq, ids[0], false, func(s *collState, rec *record, doc bson.D, pos int) error {
-			nd, modified, err := upd.Apply(doc, pos, false, e.clock.Now())
-			if err != nil {
-				return err
-			}
-			if err := checkIDUnchanged(doc, nd); err != nil {
-				return err
-			}
-			if nd, err = prepareNewDoc(s, nd, false); err != nil {
-				return err
-			}
-			if err := c.commitDoc(r, s, rec, nd); err != nil {
-				return err
-			}
-			res.matched = 1
-			if modified {
-				res.modified = 1
-			}
-			res.before, res.after = doc, nd
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		if found {
-			return res, nil
-		}
-	}
-	return nil, mongoerr.New(112, "too many concurrent changes to the matched document; retry the write")
-}
-
-// deleteOneSorted removes the first live match in sort order.
-func (c *Collection) deleteOneSorted(r *Request, q *querySpec, got *bson.D) (int64, error) {
-	for attempt := 0; attempt < 100; attempt++ {
-		cq, err := c.compileQuery(r, q)
-		if err != nil {
-			return 0, err
-		}
-		ids, err := cq.matchedIDs(r, 1)
-		if err != nil || len(ids) == 0 {
-			return 0, err
-		}
-		found, err := c.withDoc(cq, ids[0], false, func(s *collState, rec *record, doc bson.D, _ int) error {
-			*got = doc
-			return c.deleteRecord(r, s, rec)
-		})
-		if err != nil {
-			return 0, err
-		}
-		if found {
-			return 1, nil
-		}
-	}
-	return 0, mongoerr.New(112, "too many concurrent changes to the matched document; retry the write")
-}
-
-var _ = bsonx.Get

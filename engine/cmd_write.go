@@ -211,10 +211,7 @@ func (e *Engine) updateStatement(r *Request, coll string, st bson.D) (*updateRes
 	upsert := stmtBool(st, "upsert")
 	af, _ := bsonx.Get(st, "arrayFilters")
 	afa, _ := af.(bson.A)
-	hint, _ := bsonx.Get(st, "hint")
-	if d, ok := hint.(bson.D); ok && len(d) == 0 {
-		hint = nil
-	}
+	hint := hintValue(bsonx.Get(st, "hint"))
 	upd, err := update.Compile(u, afa)
 	if err != nil {
 		return nil, err
@@ -409,10 +406,7 @@ func cmdDelete(e *Engine, r *Request) (bson.D, error) {
 		if c == nil {
 			continue
 		}
-		hint, _ := bsonx.Get(st, "hint")
-		if d, ok := hint.(bson.D); ok && len(d) == 0 {
-			hint = nil
-		}
+		hint := hintValue(bsonx.Get(st, "hint"))
 		deleted, werr := c.deleteMatching(r, &querySpec{filter: q, hint: hint}, limit == 1, nil)
 		n += deleted
 		if werr != nil {

@@ -198,7 +198,7 @@ func checkWriteConcern(r *Request) error {
 			switch w := f.Value.(type) {
 			case string:
 				if w != "majority" {
-					return mongoerr.New(mongoerr.UnknownReplWriteConcern, "No write concern mode named '%s' found in replica set configuration", w)
+					return mongoerr.New(mongoerr.BadValue, "cannot use non-majority 'w' mode %s when a host is not a member of a replica set", w)
 				}
 			default:
 				n, isInt := bsonx.ToInt64(w)
@@ -206,7 +206,7 @@ func checkWriteConcern(r *Request) error {
 					return mongoerr.New(mongoerr.FailedToParse, "w has to be a number or string; found: %v", w)
 				}
 				if n > 1 {
-					return mongoerr.New(mongoerr.BadValue, "cannot use 'w' > 1 on a standalone instance (w: %d)", n)
+					return mongoerr.New(mongoerr.BadValue, "cannot use 'w' > 1 when a host is not a member of a replica set")
 				}
 			}
 		case "j", "fsync", "wtimeout", "wtimeoutMS", "provenance":

@@ -127,3 +127,22 @@ func TestMaxTimeMSWhileScanning(t *testing.T) {
 		t.Fatalf("want MaxTimeMSExpired (50), got %v", ce)
 	}
 }
+
+// A standalone honours w: 0, 1 and "majority"; w > 1 or a tag is refused
+// with BadValue, as mongod does outside a replica set.
+func TestWriteConcernOnStandalone(t *testing.T) {
+	ts := startServer(t)
+	ins := func(wc bson.D) error {
+		return ts.db("t").RunCommand(ctx, bson.D{{Key: "insert", Value: "wc"}, {Key: "documents", Value: bson.A{bson.D{}}}, {Key: "writeConcern", Value: wc}}).Err()
+	}
+	for _, ok := range []bson.D{{{Key: "w", Value: 1}}, {{Key: "w", Value: "majority"}, {Key: "wtimeout", Value: 100}}, {{Key: "j", Value: true}}} {
+		if err := ins(ok); err != nil {
+			t.Fatalf("%v refused: %v", ok, err)
+		}
+	}
+	for _, bad := range []bson.D{{{Key: "w", Value: 2}}, {{Key: "w", Value: "dc-east"}}} {
+		if ce := cmdErr(t, ins(bad)); ce.Code != 2 {
+			t.Fatalf("%v: %v", bad, ce)
+		}
+	}
+}

@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"bytes"
-
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mayflydb/mayfly/engine/query"
@@ -262,10 +260,9 @@ func (s *scanner) nextOr() (*record, error) {
 
 // matchedDoc is a live document that passed the filter.
 type matchedDoc struct {
-	rec      *record
-	doc      bson.D // decoded, with _ts appended when the query uses it
-	deadline int64
-	pos      int
+	rec *record
+	doc bson.D // decoded, with _ts appended when the query uses it
+	pos int
 }
 
 // matchIter yields the live documents of a scan that match a filter: the
@@ -305,7 +302,7 @@ func (mi *matchIter) next() (*matchedDoc, error) {
 			continue
 		}
 		if mi.m == nil && !mi.withTS && mi.rawOnly {
-			return &matchedDoc{rec: r, deadline: dl, pos: -1}, nil
+			return &matchedDoc{rec: r, pos: -1}, nil
 		}
 		d, err := r.doc()
 		if err != nil {
@@ -322,7 +319,7 @@ func (mi *matchIter) next() (*matchedDoc, error) {
 			}
 			pos = p
 		}
-		return &matchedDoc{rec: r, doc: d, deadline: dl, pos: pos}, nil
+		return &matchedDoc{rec: r, doc: d, pos: pos}, nil
 	}
 }
 
@@ -362,5 +359,3 @@ func containsKey(v any, key string) bool {
 }
 
 func stripTS(d bson.D) bson.D { return bsonx.Delete(d, "_ts") }
-
-func bytesHasPrefix(b, p []byte) bool { return bytes.HasPrefix(b, p) }

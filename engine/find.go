@@ -305,6 +305,15 @@ func checkCollation(v any) error {
 	return mongoerr.New(mongoerr.NotImplemented, "collations other than {locale: \"simple\"} are not supported by mayfly")
 }
 
+// hintValue normalises a hint given as Arg's or bsonx.Get's (value, found)
+// pair: absent or {} means none.
+func hintValue(h any, _ bool) any {
+	if d, ok := h.(bson.D); ok && len(d) == 0 {
+		return nil
+	}
+	return h
+}
+
 func docArg(r *Request, key string) (bson.D, error) {
 	v, ok := r.Arg(key)
 	if !ok || v == nil {
@@ -385,12 +394,7 @@ func parseFind(r *Request) (*querySpec, error) {
 	if q.limit, _, err = intArg(r, "limit"); err != nil {
 		return nil, err
 	}
-	if h, ok := r.Arg("hint"); ok {
-		q.hint = h
-		if d, isDoc := h.(bson.D); isDoc && len(d) == 0 {
-			q.hint = nil
-		}
-	}
+	q.hint = hintValue(r.Arg("hint"))
 	q.allowDiskUse = boolArg(r, "allowDiskUse")
 	return q, nil
 }
@@ -542,10 +546,7 @@ func cmdCount(e *Engine, r *Request) (bson.D, error) {
 	if q.limit < 0 {
 		q.limit = -q.limit
 	}
-	q.hint, _ = r.Arg("hint")
-	if d, ok := q.hint.(bson.D); ok && len(d) == 0 {
-		q.hint = nil
-	}
+	q.hint = hintValue(r.Arg("hint"))
 	c := e.cat.Get(r.DB, coll)
 	if c == nil {
 		return bson.D{{Key: "n", Value: int32(0)}}, nil
@@ -627,11 +628,7 @@ func cmdDistinct(e *Engine, r *Request) (bson.D, error) {
 // distinct collects the distinct values at key among live matching
 // documents; arrays contribute their elements, as mongod does.
 func (c *Collection) distinct(r *Request, key string, filter bson.D) (bson.A, *compiledQuery, error) {
-	h, _ := r.Arg("hint")
-	if d, ok := h.(bson.D); ok && len(d) == 0 {
-		h = nil
-	}
-	cq, err := c.compileQuery(r, &querySpec{filter: filter, hint: h})
+	cq, err := c.compileQuery(r, &querySpec{filter: filter, hint: hintValue(r.Arg("hint"))})
 	if err != nil {
 		return nil, nil, err
 	}

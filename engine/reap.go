@@ -204,8 +204,7 @@ func (c *Collection) purgeExpired(nowMS int64, max int, held bool) (int, int64, 
 	if s.policy == nil {
 		return 0, 0, nil
 	}
-	type cand struct{ idKey []byte }
-	var cands []cand
+	var cands [][]byte
 	seen := map[string]bool{}
 	type consumed struct{ lo, last []byte }
 	var ranges []consumed
@@ -228,7 +227,7 @@ func (c *Collection) purgeExpired(nowMS int64, max int, held bool) (int, int64, 
 			last = append(last[:0], k...)
 			if !seen[string(idKey)] {
 				seen[string(idKey)] = true
-				cands = append(cands, cand{idKey})
+				cands = append(cands, idKey)
 			}
 		}
 		if !isIndex && last != nil {
@@ -271,8 +270,8 @@ func (c *Collection) purgeExpired(nowMS int64, max int, held bool) (int, int64, 
 	b := c.e.kv.NewBatch()
 	defer b.Close()
 	n, bytes := 0, int64(0)
-	for _, cd := range cands {
-		rec, err := c.getRecord(c.e.kv, cd.idKey)
+	for _, idKey := range cands {
+		rec, err := c.getRecord(c.e.kv, idKey)
 		if err != nil {
 			return 0, 0, err
 		}

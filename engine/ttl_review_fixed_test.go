@@ -134,19 +134,9 @@ func TestReviewTTLIndexDottedArrayOfSubdocuments(t *testing.T) {
 	}
 }
 
-// §5.2: findAndModify's fields projection can name _ts; its query and sort
-// can use it.
-// §6.1: an aggregate cursor whose pipeline sorts in memory after another
-// stage keeps returning documents that expired after its first batch
-// (find's in-memory sort and pushed-down aggregate sorts do not).
-// §3.3/§5.2: listIndexes shows _ts_1 while DefaultTTL is set, but a
-// query hinting it (by name or key pattern) is refused with BadValue.
-// $out over an existing TTL collection keeps DefaultTTL but renames its
-// Cosmos-style _ts index: "expiry" becomes "_ts_1" (mongod's $out keeps the
-// target's indexes as they were).
 // §6.1: a collMod that lowers DefaultTTL (or a new TTL index) makes
-// documents expire at once; cursors with a blocking (in-memory) sort keep
-// the deadline computed under the old policy and still return them.
+// documents expire at once, also for cursors whose results a blocking
+// (in-memory) sort already buffered: they re-check under the current policy.
 func TestReviewSortedCursorAcrossPolicyChange(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		ts := startServer(t)
@@ -185,10 +175,9 @@ func TestReviewSortedCursorAcrossPolicyChange(t *testing.T) {
 	}
 }
 
-// §5.2: _ts is a top-level field for filters. createIndexes accepts a
-// compound index with _ts and a partialFilterExpression on _ts, but both are
-// built from the stored body, where _ts never appears (it lives in the
-// header): the planner then uses them and returns nothing.
+// §5.2: _ts lives in the document header, not the body, so an index built
+// from the body cannot hold it: a compound index with _ts or a
+// partialFilterExpression on _ts must not make _ts queries return nothing.
 func TestReviewIndexesNamingTS(t *testing.T) {
 	ts := startServer(t)
 	c := rvCreate(t, ts, "r23", "c", 100)
@@ -242,17 +231,9 @@ func rvHasTS(v any) bool {
 	return false
 }
 
-// §5.2: $match inside the sub-pipelines of $lookup and $unionWith cannot
-// use _ts (the foreign documents are scanned without it), and naming _ts
-// there makes the outer documents carry _ts in the output although no
-// projection names it.
-// §5.2: _ts is not returned unless a projection names it; a $match or
-// $sort on _ts makes it leak into $facet results and $$ROOT copies.
-// §6.3: writeDoc treats the expired record as the old version of the new
-// document and skips the unique check for keys the old version had. A live
-// document that took the key from the expired holder then has a twin: an
-// insert (single or batch) or upsert over the expired _id stores a second
-// live document with the same unique key.
+// §6.3: an expired holder of a unique key holds it no more, but reusing
+// its _id must still check the key: when a live document has taken it since,
+// an insert (single or batch) or upsert over the expired _id is refused.
 func TestReviewUniqueReinsertExpiredIDSkipsCheck(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		ts := startServer(t)
@@ -280,10 +261,9 @@ func TestReviewUniqueReinsertExpiredIDSkipsCheck(t *testing.T) {
 	}
 }
 
-// §6.5/§8.1, a consequence of the dotted-path rule: TTL-index candidates
-// that the rule does not consider expired fill every purge batch, so an
-// expired document behind them is never purged — and comes back when the
-// TTL index is dropped.
+// §6.5/§8.1: with many documents expired through a dotted-path TTL index,
+// purging reaches every one of them, and dropping the TTL index resurrects
+// nothing.
 func TestReviewDottedTTLCandidatesBlockPurge(t *testing.T) {
 	ts := startServer(t)
 	c := ts.db("r28").Collection("c")

@@ -111,7 +111,6 @@ func (c *Collection) commitDoc(r *Request, s *collState, old *record, newDoc bso
 	if err := b.Commit(r.SyncRequested()); err != nil {
 		return err
 	}
-	c.ensureStats()
 	if old == nil {
 		c.nDocs.Add(1)
 		c.size.Add(int64(size))
@@ -248,15 +247,15 @@ func (c *Collection) deleteRecord(r *Request, s *collState, rec *record) error {
 	if err := b.Commit(r.SyncRequested()); err != nil {
 		return err
 	}
-	c.ensureStats()
 	c.nDocs.Add(-1)
 	c.size.Add(-int64(len(rec.raw)))
 	return nil
 }
 
 // ensureStats initialises the stored-document counters once per collection
-// (by a scan, under the exclusive lock so writers are excluded), after
-// which writers keep them exact.
+// by a scan. Engine.Open runs it for every collection before serving (and a
+// new collection starts exact at zero), so writers only ever add to exact
+// counters.
 func (c *Collection) ensureStats() {
 	c.statsOnce.Do(func() {
 		m := c.Meta()
@@ -274,13 +273,6 @@ func (c *Collection) ensureStats() {
 		c.nDocs.Store(n)
 		c.size.Store(sz)
 	})
-}
-
-// statsLocked initialises counters from outside a write path.
-func (c *Collection) initStats() {
-	c.mu.Lock()
-	c.ensureStats()
-	c.mu.Unlock()
 }
 
 // insertChunk is how many documents of one insert command share a batch.

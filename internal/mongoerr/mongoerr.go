@@ -45,9 +45,7 @@ const (
 	UnknownError                = 8
 	InvalidPipelineOperator     = 168
 	ProtocolError               = 17
-	TypeMismatchOp              = 14
 	QueryExceededMemoryLimit    = 292
-	Location10334               = 10334
 	BSONObjectTooLarge          = 10334
 	DuplicateKey                = 11000
 	InvalidLength               = 16
@@ -55,20 +53,16 @@ const (
 	NotImplemented              = 238
 	InvalidIndexSpecificationOp = 197
 	UnknownReplWriteConcern     = 79
-	CannotImplicitlyCreateColl  = 227
 	ExceededMemoryLimit         = 146
 	CommandFailed               = 125
 	Overflow                    = 15
 	ObjectIsBusy                = 314
 	APIStrictError              = 323
 	InvalidBSON                 = 22
-	InvalidIDField              = 53
 	NoMatchingDocument          = 47
 	ShutdownInProgress          = 91
 	Interrupted                 = 11601
 	ConversionFailure           = 241
-	Location16020               = 16020
-	InvalidUUID                 = 9
 )
 
 var names = map[int32]string{
