@@ -136,7 +136,7 @@ pass "server at $URI answers ping"
 
 # 1. The Go driver suite, every test against the external server.
 log "Go driver suite (go test ./compat/) against $URI"
-MAYFLY_URI="$URI" go test ./compat/ -count=1 -v -parallel 16 -timeout 900s >"$TMP/go.log" 2>&1
+MAYFLY_URI="$URI" go test ./compat/ -count=1 -v -parallel 8 -timeout 900s >"$TMP/go.log" 2>&1
 go_rc=$?
 go_pass=$(grep -c '^--- PASS' "$TMP/go.log")
 go_fail=$(grep -c '^--- FAIL' "$TMP/go.log")
