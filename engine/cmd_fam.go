@@ -11,7 +11,7 @@ import (
 var famFields = map[string]bool{
 	"findAndModify": true, "findandmodify": true, "query": true, "sort": true, "remove": true, "update": true,
 	"new": true, "fields": true, "upsert": true, "arrayFilters": true, "bypassDocumentValidation": true,
-	"hint": true, "collation": true, "let": false,
+	"hint": true, "collation": true, "bypassEmptyTsReplacement": true, "let": false,
 }
 
 // cmdFindAndModify finds one document (the first in sort order), then
@@ -91,6 +91,11 @@ func cmdFindAndModify(e *Engine, r *Request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	fix, err := e.emptyTSFixer(r)
+	if err != nil {
+		return nil, err
+	}
+	upd.FixReplacement(fix)
 	res, err := e.applyUpdate(r, coll, q, upd, false, upsert, true)
 	if err != nil {
 		return nil, err

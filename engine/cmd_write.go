@@ -17,7 +17,7 @@ func init() {
 	)
 }
 
-var insertFields = map[string]bool{"insert": true, "documents": true, "ordered": true, "bypassDocumentValidation": true}
+var insertFields = map[string]bool{"insert": true, "documents": true, "ordered": true, "bypassDocumentValidation": true, "bypassEmptyTsReplacement": true}
 
 // orderedArg defaults to true.
 func orderedArg(r *Request) bool {
@@ -69,6 +69,14 @@ func cmdInsert(e *Engine, r *Request) (bson.D, error) {
 	if len(docs) > 100000 {
 		return nil, mongoerr.New(mongoerr.InvalidLength, "Write batch sizes must be between 1 and 100000. Got %d operations.", len(docs))
 	}
+	fix, err := e.emptyTSFixer(r)
+	if err != nil {
+		return nil, err
+	}
+	raws := rawDocuments(r, len(docs))
+	if fix != nil {
+		docs = fixInsertTimestamps(docs, raws, fix)
+	}
 	c, _, err := e.collectionForWrite(r.DB, coll)
 	if err != nil {
 		return nil, err
@@ -89,7 +97,7 @@ func cmdInsert(e *Engine, r *Request) (bson.D, error) {
 		}
 		return writeReply(1, nil, nil), nil
 	}
-	n, errs, err := c.insertMany(r, docs, rawDocuments(r, len(docs)), ordered)
+	n, errs, err := c.insertMany(r, docs, raws, ordered)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +128,7 @@ func rawDocuments(r *Request, n int) []bson.Raw {
 	return out
 }
 
-var updateFields = map[string]bool{"update": true, "updates": true, "ordered": true, "bypassDocumentValidation": true, "let": false}
+var updateFields = map[string]bool{"update": true, "updates": true, "ordered": true, "bypassDocumentValidation": true, "bypassEmptyTsReplacement": true, "let": false}
 var updateStmtFields = map[string]bool{"q": true, "u": true, "multi": true, "upsert": true, "arrayFilters": true, "hint": true, "collation": true, "c": false, "sort": false}
 
 func cmdUpdate(e *Engine, r *Request) (bson.D, error) {
@@ -133,6 +141,9 @@ func cmdUpdate(e *Engine, r *Request) (bson.D, error) {
 	}
 	stmts, err := arrayArg(r, "updates")
 	if err != nil {
+		return nil, err
+	}
+	if _, err := bypassEmptyTsReplacement(r); err != nil {
 		return nil, err
 	}
 	ordered := orderedArg(r)
@@ -219,6 +230,11 @@ func (e *Engine) updateStatement(r *Request, coll string, st bson.D) (*updateRes
 	if multi && upd.IsReplacement() {
 		return nil, mongoerr.New(mongoerr.FailedToParse, "multi update is not supported for replacement-style update")
 	}
+	fix, err := e.emptyTSFixer(r)
+	if err != nil {
+		return nil, err
+	}
+	upd.FixReplacement(fix)
 	return e.applyUpdate(r, coll, &querySpec{filter: q, hint: hint}, upd, multi, upsert, false)
 }
 
@@ -363,7 +379,7 @@ func checkIDUnchanged(before, after bson.D) error {
 	return nil
 }
 
-var deleteFields = map[string]bool{"delete": true, "deletes": true, "ordered": true, "let": false}
+var deleteFields = map[string]bool{"delete": true, "deletes": true, "ordered": true, "bypassDocumentValidation": true, "bypassEmptyTsReplacement": true, "let": false}
 var deleteStmtFields = map[string]bool{"q": true, "limit": true, "hint": true, "collation": true}
 
 func cmdDelete(e *Engine, r *Request) (bson.D, error) {

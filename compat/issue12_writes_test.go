@@ -1,0 +1,132 @@
+package compat
+
+import (
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// ---- issue 12 item 1: bypassEmptyTsReplacement
+
+var emptyTS = bson.Timestamp{}
+
+// tsAt returns the Timestamp stored at path, failing when it is another type.
+func tsAt(t *testing.T, doc bson.Raw, path string) bson.Timestamp {
+	t.Helper()
+	v := val(t, doc, path)
+	ts, i, ok := v.TimestampOK()
+	if !ok {
+		t.Fatalf("%s: got %s, want a timestamp", path, v)
+	}
+	return bson.Timestamp{T: ts, I: i}
+}
+
+// wantFreshTS asserts that mongod replaced an empty timestamp with the
+// current one (seconds of the server clock, a non-zero increment).
+func wantFreshTS(t *testing.T, e *env, doc bson.Raw, path string) bson.Timestamp {
+	t.Helper()
+	ts := tsAt(t, doc, path)
+	if ts.I == 0 || ts.T == 0 {
+		t.Fatalf("%s: got %v, want the current timestamp (not Timestamp(0, 0)) in %s", path, ts, doc)
+	}
+	if d := int64(ts.T) - e.now().Unix(); d < -5 || d > 5 {
+		t.Fatalf("%s: got %v (seconds %d), want the server's current time %d", path, ts, ts.T, e.now().Unix())
+	}
+	return ts
+}
+
+func TestIssue12WritesBypassEmptyTsInsert(t *testing.T) {
+	e := newEnv(t)
+	// The tools send the field only to servers reporting 7.0.13 or later:
+	// the version mayfly reports is one of those.
+	bi := e.admin(bson.D{{Key: "buildInfo", Value: 1}})
+	va := val(t, bi, "versionArray").Array()
+	vals, err := va.Values()
+	noErr(t, err, "versionArray")
+	if len(vals) < 3 || vals[0].Int32() != 7 || vals[1].Int32() != 0 || vals[2].Int32() < 13 {
+		t.Fatalf("buildInfo reports %s (versionArray %s), want 7.0.x with x >= 13", val(t, bi, "version"), va)
+	}
+	doc := func(id any) bson.D {
+		return bson.D{{Key: "_id", Value: id}, {Key: "ts", Value: emptyTS}, {Key: "d", Value: bson.D{{Key: "dv", Value: emptyTS}}}}
+	}
+	// With the flag, Timestamp(0, 0) is stored as given (one document and a batch).
+	e.run(bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{doc(1)}}, {Key: "bypassEmptyTsReplacement", Value: true}})
+	e.run(bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{doc(2), doc(3)}}, {Key: "bypassEmptyTsReplacement", Value: true}})
+	for _, id := range []int32{1, 2, 3} {
+		docEq(t, e.find("c", bson.D{{Key: "_id", Value: id}})[0], doc(id))
+	}
+	// Without it (or false), a top-level empty timestamp becomes the current
+	// one; nested ones and _id are left alone.
+	e.run(bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{doc(4)}}})
+	e.run(bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{doc(5), doc(6)}}, {Key: "bypassEmptyTsReplacement", Value: false}})
+	var prev bson.Timestamp
+	for _, id := range []int32{4, 5, 6} {
+		got := e.find("c", bson.D{{Key: "_id", Value: id}})[0]
+		ts := wantFreshTS(t, e, got, "ts")
+		if id > 4 && !(ts.T > prev.T || ts.T == prev.T && ts.I > prev.I) {
+			t.Fatalf("_id %d: timestamp %v not after the previous one %v", id, ts, prev)
+		}
+		prev = ts
+		if tsAt(t, got, "d.dv") != emptyTS {
+			t.Fatalf("nested empty timestamp was replaced: %s", got)
+		}
+	}
+	e.run(bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: emptyTS}, {Key: "x", Value: emptyTS}}}}})
+	got := e.find("c", bson.D{{Key: "_id", Value: emptyTS}})
+	if len(got) != 1 {
+		t.Fatalf("the document with _id Timestamp(0, 0) is not found: %v", got)
+	}
+	wantFreshTS(t, e, got[0], "x")
+	// optionalBool: anything but a boolean is refused.
+	wantCode(t, e.runErr(bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{doc(7)}}, {Key: "bypassEmptyTsReplacement", Value: "yes"}}), 14, "TypeMismatch")
+}
+
+func TestIssue12WritesBypassEmptyTsUpdate(t *testing.T) {
+	e := newEnv(t)
+	e.insert("c", bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 2}}, bson.D{{Key: "_id", Value: 3}}, bson.D{{Key: "_id", Value: 4}})
+	upd := func(id int32, u any, extra ...bson.E) bson.D {
+		cmd := bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: id}}}, {Key: "u", Value: u}, {Key: "upsert", Value: true}}}}}
+		return append(cmd, extra...)
+	}
+	repl := bson.D{{Key: "ts", Value: emptyTS}, {Key: "n", Value: bson.D{{Key: "t", Value: emptyTS}}}}
+	// Replacement with the flag: kept.
+	e.run(upd(1, repl, bson.E{Key: "bypassEmptyTsReplacement", Value: true}))
+	docEq(t, e.find("c", bson.D{{Key: "_id", Value: 1}})[0], bson.D{{Key: "_id", Value: int32(1)}, {Key: "ts", Value: emptyTS}, {Key: "n", Value: bson.D{{Key: "t", Value: emptyTS}}}})
+	// Replacement without it: the top-level one is replaced.
+	e.run(upd(2, repl))
+	got := e.find("c", bson.D{{Key: "_id", Value: 2}})[0]
+	wantFreshTS(t, e, got, "ts")
+	if tsAt(t, got, "n.t") != emptyTS {
+		t.Fatalf("nested empty timestamp was replaced: %s", got)
+	}
+	// An upserted replacement likewise.
+	e.run(upd(10, repl))
+	wantFreshTS(t, e, e.find("c", bson.D{{Key: "_id", Value: 10}})[0], "ts")
+	e.run(upd(11, repl, bson.E{Key: "bypassEmptyTsReplacement", Value: true}))
+	if tsAt(t, e.find("c", bson.D{{Key: "_id", Value: 11}})[0], "ts") != emptyTS {
+		t.Fatal("upserted replacement with bypassEmptyTsReplacement lost its empty timestamp")
+	}
+	// $set is not a replacement: mongod stores the value as given.
+	e.run(upd(3, bson.D{{Key: "$set", Value: bson.D{{Key: "ts", Value: emptyTS}}}}))
+	docEq(t, e.find("c", bson.D{{Key: "_id", Value: 3}})[0], bson.D{{Key: "_id", Value: int32(3)}, {Key: "ts", Value: emptyTS}})
+	// delete accepts the field too (it is a field of every write command).
+	e.run(bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 4}}}, {Key: "limit", Value: 1}}}}, {Key: "bypassEmptyTsReplacement", Value: true}})
+	eq(t, "documents left with _id 4", e.count("c", bson.D{{Key: "_id", Value: 4}}), int64(0))
+	wantCode(t, e.runErr(upd(1, repl, bson.E{Key: "bypassEmptyTsReplacement", Value: int32(1)})), 14, "TypeMismatch")
+}
+
+func TestIssue12WritesBypassEmptyTsFindAndModify(t *testing.T) {
+	e := newEnv(t)
+	e.insert("c", bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 2}})
+	fam := func(id int32, extra ...bson.E) bson.Raw {
+		cmd := bson.D{{Key: "findAndModify", Value: "c"}, {Key: "query", Value: bson.D{{Key: "_id", Value: id}}},
+			{Key: "update", Value: bson.D{{Key: "ts", Value: emptyTS}}}, {Key: "new", Value: true}}
+		return e.run(append(cmd, extra...))
+	}
+	r := fam(1, bson.E{Key: "bypassEmptyTsReplacement", Value: true})
+	docEq(t, r.Lookup("value").Document(), bson.D{{Key: "_id", Value: int32(1)}, {Key: "ts", Value: emptyTS}})
+	docEq(t, e.find("c", bson.D{{Key: "_id", Value: 1}})[0], bson.D{{Key: "_id", Value: int32(1)}, {Key: "ts", Value: emptyTS}})
+	r = fam(2)
+	wantFreshTS(t, e, r.Lookup("value").Document(), "ts")
+	wantFreshTS(t, e, e.find("c", bson.D{{Key: "_id", Value: 2}})[0], "ts")
+}
