@@ -130,3 +130,33 @@ func TestIssue12WritesBypassEmptyTsFindAndModify(t *testing.T) {
 	wantFreshTS(t, e, r.Lookup("value").Document(), "ts")
 	wantFreshTS(t, e, e.find("c", bson.D{{Key: "_id", Value: 2}})[0], "ts")
 }
+
+// ---- issue 12 item 2: empty field names
+
+func TestIssue12WritesEmptyFieldNames(t *testing.T) {
+	e := newEnv(t)
+	d1 := bson.D{{Key: "_id", Value: int32(1)}, {Key: "", Value: "foo"}, {Key: "n", Value: bson.D{{Key: "", Value: int32(1)}, {Key: "a", Value: bson.A{bson.D{{Key: "", Value: true}}}}}}}
+	d2 := bson.D{{Key: "_id", Value: bson.D{{Key: "", Value: int32(2)}}}, {Key: "x", Value: int32(2)}}
+	// One document (its own path) and a batch.
+	if _, err := e.coll("c").InsertOne(e.ctx, d1); err != nil {
+		t.Fatalf("insert %s: %v", ejson(d1), err)
+	}
+	e.insert("c", d2, bson.D{{Key: "_id", Value: int32(3)}, {Key: "", Value: "bar"}})
+	docEq(t, e.find("c", bson.D{{Key: "_id", Value: int32(1)}})[0], d1)
+	// Queries on the empty name work: top level, nested, and an _id document.
+	docsEq(t, e.find("c", bson.D{{Key: "", Value: "foo"}}), d1)
+	docsEq(t, e.find("c", bson.D{{Key: "n.", Value: int32(1)}}), d1)
+	docsEq(t, e.find("c", bson.D{{Key: "_id", Value: bson.D{{Key: "", Value: int32(2)}}}}), d2)
+	eq(t, "documents with an empty field name", e.count("c", bson.D{{Key: "", Value: bson.D{{Key: "$exists", Value: true}}}}), int64(2))
+	// A replacement may carry one too; an update path may not (mongod: 56).
+	res, err := e.coll("c").ReplaceOne(e.ctx, bson.D{{Key: "_id", Value: int32(3)}}, bson.D{{Key: "", Value: "baz"}})
+	noErr(t, err, "replaceOne with an empty field name")
+	eq(t, "replaceOne modified", res.ModifiedCount, int64(1))
+	docEq(t, e.find("c", bson.D{{Key: "_id", Value: int32(3)}})[0], bson.D{{Key: "_id", Value: int32(3)}, {Key: "", Value: "baz"}})
+	_, err = e.coll("c").UpdateOne(e.ctx, bson.D{{Key: "_id", Value: int32(3)}}, bson.D{{Key: "$set", Value: bson.D{{Key: "", Value: 1}}}})
+	wantCode(t, err, 56, "EmptyFieldName")
+	// findAndModify replacement and an upsert replacement.
+	r := e.run(bson.D{{Key: "findAndModify", Value: "c"}, {Key: "query", Value: bson.D{{Key: "_id", Value: int32(4)}}},
+		{Key: "update", Value: bson.D{{Key: "", Value: int32(4)}}}, {Key: "upsert", Value: true}, {Key: "new", Value: true}})
+	docEq(t, r.Lookup("value").Document(), bson.D{{Key: "_id", Value: int32(4)}, {Key: "", Value: int32(4)}})
+}

@@ -13,8 +13,9 @@ import (
 // prepareNewDoc checks a document about to be stored (insert, replacement,
 // update result, upsert) and returns it with _id first: mongod's rules for
 // _id, spec §5.3 (no client _ts) and §4.1 (valid ttl while TTL is on).
-// $-prefixed field names are storable since MongoDB 5.0; the update
-// package applies the rules that differ for updates.
+// $-prefixed field names are storable since MongoDB 5.0, and empty field
+// names always were (mongod's storage validation has no rule against them);
+// the update package applies the rules that differ for updates.
 func prepareNewDoc(s *collState, d bson.D, generateID bool) (bson.D, error) {
 	idIdx := -1
 	for i, f := range d {
@@ -23,8 +24,6 @@ func prepareNewDoc(s *collState, d bson.D, generateID bool) (bson.D, error) {
 			idIdx = i
 		case f.Key == "_ts":
 			return nil, mongoerr.New(mongoerr.BadValue, "_ts is a system property maintained by the server: a document cannot set it")
-		case f.Key == "":
-			return nil, mongoerr.New(mongoerr.EmptyFieldName, "Document can't have empty field names")
 		}
 	}
 	if idIdx < 0 {
