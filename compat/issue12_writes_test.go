@@ -160,3 +160,96 @@ func TestIssue12WritesEmptyFieldNames(t *testing.T) {
 		{Key: "update", Value: bson.D{{Key: "", Value: int32(4)}}}, {Key: "upsert", Value: true}, {Key: "new", Value: true}})
 	docEq(t, r.Lookup("value").Document(), bson.D{{Key: "_id", Value: int32(4)}, {Key: "", Value: int32(4)}})
 }
+
+// ---- issue 12 item 3: pipeline updates keep _id
+
+// updateCmd runs one update statement and returns the reply.
+func (e *env) updateCmd(coll string, q bson.D, u any, upsert bool) bson.Raw {
+	e.t.Helper()
+	return e.runWrite(bson.D{{Key: "update", Value: coll}, {Key: "updates", Value: bson.A{
+		bson.D{{Key: "q", Value: q}, {Key: "u", Value: u}, {Key: "upsert", Value: upsert}}}}})
+}
+
+func TestIssue12WritesPipelineKeepsID(t *testing.T) {
+	e := newEnv(t)
+	stage := func(k string, v any) bson.D { return bson.D{{Key: k, Value: v}} }
+	cases := []struct {
+		name string
+		u    bson.A
+		want bson.D // without _id
+	}{
+		{"$replaceRoot then $addFields", bson.A{stage("$replaceRoot", bson.D{{Key: "newRoot", Value: "$t"}}), stage("$addFields", bson.D{{Key: "foo", Value: int32(1)}})},
+			bson.D{{Key: "x", Value: int32(9)}, {Key: "foo", Value: int32(1)}}},
+		{"$replaceWith", bson.A{stage("$replaceWith", "$t")}, bson.D{{Key: "x", Value: int32(9)}}},
+		{"$unset _id", bson.A{stage("$unset", "_id")}, bson.D{{Key: "a", Value: int32(1)}, {Key: "t", Value: bson.D{{Key: "x", Value: int32(9)}}}}},
+		{"$project _id: 0", bson.A{stage("$project", bson.D{{Key: "_id", Value: int32(0)}, {Key: "a", Value: int32(1)}})}, bson.D{{Key: "a", Value: int32(1)}}},
+	}
+	for i, c := range cases {
+		id := int32(i + 1)
+		e.insert("c", bson.D{{Key: "_id", Value: id}, {Key: "a", Value: int32(1)}, {Key: "t", Value: bson.D{{Key: "x", Value: int32(9)}}}})
+		r := e.updateCmd("c", bson.D{{Key: "_id", Value: id}}, c.u, false)
+		if has(r, "writeErrors") {
+			t.Fatalf("%s: %s", c.name, r)
+		}
+		eq(t, c.name+": n", r.Lookup("n").Int32(), int32(1))
+		eq(t, c.name+": nModified", r.Lookup("nModified").Int32(), int32(1))
+		docEq(t, e.find("c", bson.D{{Key: "_id", Value: id}})[0], append(bson.D{{Key: "_id", Value: id}}, c.want...))
+	}
+	// Changing _id to another value is still refused (66 ImmutableField), as a write error.
+	r := e.updateCmd("c", bson.D{{Key: "_id", Value: int32(1)}}, bson.A{stage("$replaceWith", bson.D{{Key: "_id", Value: int32(7)}})}, false)
+	eq(t, "write error code for a changed _id", val(t, r, "writeErrors.0.code").Int32(), int32(66))
+	eq(t, "documents with _id 7", e.count("c", bson.D{{Key: "_id", Value: int32(7)}}), int64(0))
+
+	// Upserts: _id from the query's equality ...
+	r = e.updateCmd("u", bson.D{{Key: "_id", Value: int32(5)}, {Key: "k", Value: "a"}}, bson.A{stage("$replaceWith", bson.D{{Key: "v", Value: int32(1)}})}, true)
+	eq(t, "upserted _id", val(t, r, "upserted.0._id").Int32(), int32(5))
+	docEq(t, e.find("u", bson.D{{Key: "_id", Value: int32(5)}})[0], bson.D{{Key: "_id", Value: int32(5)}, {Key: "v", Value: int32(1)}})
+	r = e.updateCmd("u", bson.D{{Key: "_id", Value: int32(6)}, {Key: "k", Value: "b"}}, bson.A{stage("$project", bson.D{{Key: "_id", Value: int32(0)}, {Key: "k", Value: int32(1)}})}, true)
+	docEq(t, e.find("u", bson.D{{Key: "_id", Value: int32(6)}})[0], bson.D{{Key: "_id", Value: int32(6)}, {Key: "k", Value: "b"}})
+	// ... or generated when the query has none.
+	r = e.updateCmd("u", bson.D{{Key: "k", Value: "c"}}, bson.A{stage("$replaceWith", bson.D{{Key: "v", Value: int32(3)}})}, true)
+	if val(t, r, "upserted.0._id").Type != bson.TypeObjectID {
+		t.Fatalf("upsert without an _id in the query: want a generated ObjectId, got %s", r)
+	}
+	got := e.find("u", bson.D{{Key: "v", Value: int32(3)}})
+	if len(got) != 1 || val(t, got[0], "_id").Type != bson.TypeObjectID || len(mustElems(t, got[0])) != 2 {
+		t.Fatalf("upserted document: %v", got)
+	}
+	// findAndModify with a pipeline likewise.
+	fr := e.run(bson.D{{Key: "findAndModify", Value: "c"}, {Key: "query", Value: bson.D{{Key: "_id", Value: int32(2)}}},
+		{Key: "update", Value: bson.A{stage("$replaceWith", bson.D{{Key: "z", Value: int32(1)}})}}, {Key: "new", Value: true}})
+	docEq(t, fr.Lookup("value").Document(), bson.D{{Key: "_id", Value: int32(2)}, {Key: "z", Value: int32(1)}})
+}
+
+func mustElems(t *testing.T, d bson.Raw) []bson.RawElement {
+	t.Helper()
+	el, err := d.Elements()
+	noErr(t, err, "elements")
+	return el
+}
+
+// ---- issue 12 item 4: nModified of a replacement identical to the document
+
+func TestIssue12WritesIdenticalReplacement(t *testing.T) {
+	e := newEnv(t)
+	e.insert("c", bson.D{{Key: "_id", Value: int32(1)}, {Key: "a", Value: int32(1)}, {Key: "b", Value: "x"}}, bson.D{{Key: "_id", Value: int32(2)}})
+	// mongod's ObjectReplaceExecutor treats only a replacement binary-equal
+	// to the stored document as a no-op. Sent without _id, the document is
+	// emptied (keeping _id) and refilled: matched 1, modified 1, unchanged.
+	r := e.updateCmd("c", bson.D{{Key: "_id", Value: int32(1)}}, bson.D{{Key: "a", Value: int32(1)}, {Key: "b", Value: "x"}}, false)
+	eq(t, "n without _id", r.Lookup("n").Int32(), int32(1))
+	eq(t, "nModified without _id", r.Lookup("nModified").Int32(), int32(1))
+	docEq(t, e.find("c", bson.D{{Key: "_id", Value: int32(1)}})[0], bson.D{{Key: "_id", Value: int32(1)}, {Key: "a", Value: int32(1)}, {Key: "b", Value: "x"}})
+	// With the same _id first and the same values and types: a no-op.
+	r = e.updateCmd("c", bson.D{{Key: "_id", Value: int32(1)}}, bson.D{{Key: "_id", Value: int32(1)}, {Key: "a", Value: int32(1)}, {Key: "b", Value: "x"}}, false)
+	eq(t, "n with _id", r.Lookup("n").Int32(), int32(1))
+	eq(t, "nModified with _id", r.Lookup("nModified").Int32(), int32(0))
+	// A document holding only _id replaced by {}: nothing removed, nothing added.
+	r = e.updateCmd("c", bson.D{{Key: "_id", Value: int32(2)}}, bson.D{}, false)
+	eq(t, "nModified of {} over {_id}", r.Lookup("nModified").Int32(), int32(0))
+	// The driver's replaceOne reports the same.
+	res, err := e.coll("c").ReplaceOne(e.ctx, bson.D{{Key: "_id", Value: int32(1)}}, bson.D{{Key: "a", Value: int32(1)}, {Key: "b", Value: "x"}})
+	noErr(t, err, "replaceOne")
+	eq(t, "replaceOne matched", res.MatchedCount, int64(1))
+	eq(t, "replaceOne modified", res.ModifiedCount, int64(1))
+}

@@ -420,10 +420,15 @@ func (u *Update) Apply(doc bson.D, pos int, insert bool, now time.Time) (bson.D,
 		if err != nil {
 			return nil, false, err
 		}
+		modified := replaceModifies(doc, out)
+		out = keepID(doc, out)
 		if err := checkReplacedID(doc, out); err != nil {
 			return nil, false, err
 		}
-		return out, !identical(doc, out), nil
+		if insert {
+			out = idFirst(out)
+		}
+		return out, modified, nil
 	}
 	if u.isRepl {
 		return u.applyReplacement(doc, insert)
@@ -494,17 +499,44 @@ func idFirst(d bson.D) bson.D {
 // applyReplacement keeps the original _id (as the first field) unless the
 // replacement carries an equal one.
 func (u *Update) applyReplacement(doc bson.D, insert bool) (bson.D, bool, error) {
-	out := make(bson.D, 0, len(u.replacement)+1)
-	oldID, had := bsonx.Get(doc, "_id")
-	if _, has := bsonx.Get(u.replacement, "_id"); !has && had {
-		out = append(out, bson.E{Key: "_id", Value: bsonx.Clone(oldID)})
-	}
-	out = append(out, bsonx.CloneD(u.replacement)...)
+	out := keepID(doc, bsonx.CloneD(u.replacement))
 	if err := checkReplacedID(doc, out); err != nil {
 		return nil, false, err
 	}
 	if insert {
 		out = idFirst(out)
 	}
-	return out, !identical(doc, out), nil
+	return out, replaceModifies(doc, u.replacement), nil
+}
+
+// keepID gives a replacement (or a pipeline's result) without _id the _id
+// of the document it replaces, first, as mongod's ObjectReplaceExecutor
+// keeps that element when it empties the document.
+func keepID(doc, repl bson.D) bson.D {
+	if _, has := bsonx.Get(repl, "_id"); has {
+		return repl
+	}
+	oldID, had := bsonx.Get(doc, "_id")
+	if !had {
+		return repl
+	}
+	out := make(bson.D, 0, len(repl)+1)
+	out = append(out, bson.E{Key: "_id", Value: bsonx.Clone(oldID)})
+	return append(out, repl...)
+}
+
+// replaceModifies is whether mongod counts replacing doc by repl (a
+// replacement as sent, or a pipeline's result) as a modification: only a
+// replacement binary-equal to the stored document is a no-op
+// (ObjectReplaceExecutor), so one that leaves _id out counts even when the
+// result is the same document, unless nothing but _id is there to remove
+// and nothing is added (the update stage then sees no change at all).
+func replaceModifies(doc, repl bson.D) bool {
+	if identical(doc, repl) {
+		return false
+	}
+	if len(repl) == 0 && len(doc) == 1 && doc[0].Key == "_id" {
+		return false
+	}
+	return true
 }
