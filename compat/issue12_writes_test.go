@@ -1,9 +1,12 @@
 package compat
 
 import (
+	"errors"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // ---- issue 12 item 1: bypassEmptyTsReplacement
@@ -252,4 +255,104 @@ func TestIssue12WritesIdenticalReplacement(t *testing.T) {
 	noErr(t, err, "replaceOne")
 	eq(t, "replaceOne matched", res.MatchedCount, int64(1))
 	eq(t, "replaceOne modified", res.ModifiedCount, int64(1))
+}
+
+// ---- issue 12 item 9: error shapes of write commands
+
+// wantCmdFail asserts that a command failed as a whole (ok: 0) with code,
+// not with a write error.
+func wantCmdFail(t *testing.T, e *env, cmd bson.D, code int32, msg string) {
+	t.Helper()
+	raw, err := e.db.RunCommand(e.ctx, cmd).Raw()
+	if err == nil {
+		t.Fatalf("%s: want the command to fail with %d, got %s", ejson(cmd), code, raw)
+	}
+	var ce mongo.CommandError
+	if !errors.As(err, &ce) {
+		t.Fatalf("%s: want a command error (ok: 0) with code %d, got %T %v", ejson(cmd), code, err, err)
+	}
+	if ce.Code != code || (msg != "" && ce.Message != msg) {
+		t.Fatalf("%s: got %d %q, want %d %q", ejson(cmd), ce.Code, ce.Message, code, msg)
+	}
+}
+
+func TestIssue12WritesStatementErrorsFailCommand(t *testing.T) {
+	e := newEnv(t)
+	e.insert("c", bson.D{{Key: "_id", Value: int32(1)}, {Key: "a", Value: int32(0)}})
+	good := bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: int32(1)}}}, {Key: "u", Value: bson.D{{Key: "$inc", Value: bson.D{{Key: "a", Value: int32(1)}}}}}}
+	with := func(st bson.D, extra ...bson.E) bson.D { return append(append(bson.D{}, st...), extra...) }
+	upd := func(stmts ...bson.D) bson.D {
+		a := bson.A{}
+		for _, s := range stmts {
+			a = append(a, s)
+		}
+		return bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: a}}
+	}
+	// 7.0's update statement has no sort (added in 8.0): unknown, and the
+	// whole command fails before any statement runs (the first is valid).
+	wantCmdFail(t, e, upd(good, with(good, bson.E{Key: "sort", Value: bson.D{{Key: "a", Value: 1}}})), 40415, "BSON field 'update.updates.sort' is an unknown field.")
+	wantCmdFail(t, e, upd(good, with(good, bson.E{Key: "bogus", Value: 1})), 40415, "BSON field 'update.updates.bogus' is an unknown field.")
+	wantCmdFail(t, e, upd(good, bson.D{{Key: "q", Value: int32(1)}, {Key: "u", Value: bson.D{}}}), 14, "BSON field 'update.updates.q' is the wrong type 'int', expected type 'object'")
+	wantCmdFail(t, e, upd(good, bson.D{{Key: "q", Value: bson.D{}}}), 40414, "BSON field 'update.updates.u' is missing but a required field")
+	wantCmdFail(t, e, upd(good, with(good, bson.E{Key: "multi", Value: "yes"})), 14, "BSON field 'update.updates.multi' is the wrong type 'string', expected type 'bool'")
+	wantCmdFail(t, e, upd(good, bson.D{{Key: "q", Value: bson.D{}}, {Key: "u", Value: int32(5)}}), 9, "Update argument must be either an object or an array")
+	wantCmdFail(t, e, upd(), 16, "Write batch sizes must be between 1 and 100000. Got 0 operations.")
+	docEq(t, e.find("c", bson.D{{Key: "_id", Value: int32(1)}})[0], bson.D{{Key: "_id", Value: int32(1)}, {Key: "a", Value: int32(0)}})
+
+	del := func(stmts ...bson.D) bson.D {
+		a := bson.A{}
+		for _, s := range stmts {
+			a = append(a, s)
+		}
+		return bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: a}}
+	}
+	gd := bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: int32(1)}}}, {Key: "limit", Value: int32(1)}}
+	wantCmdFail(t, e, del(gd, with(gd, bson.E{Key: "sort", Value: bson.D{{Key: "a", Value: 1}}})), 40415, "BSON field 'delete.deletes.sort' is an unknown field.")
+	wantCmdFail(t, e, del(gd, bson.D{{Key: "q", Value: bson.D{}}, {Key: "limit", Value: int32(5)}}), 9, "")
+	wantCmdFail(t, e, del(gd, bson.D{{Key: "q", Value: "x"}, {Key: "limit", Value: int32(0)}}), 14, "BSON field 'delete.deletes.q' is the wrong type 'string', expected type 'object'")
+	eq(t, "documents left after failed deletes", e.count("c", nil), int64(1))
+
+	wantCmdFail(t, e, bson.D{{Key: "insert", Value: "n"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}, int32(7)}}}, 14, "BSON field 'insert.documents.1' is the wrong type 'int', expected type 'object'")
+	eq(t, "documents inserted by a refused insert", e.count("n", nil), int64(0))
+
+	// A stage not allowed in an update pipeline fails while the statement
+	// runs: a write error 72 (InvalidOptions) in update, as mongod's
+	// PipelineExecutor; findAndModify has no write errors, so it fails whole.
+	r := e.runWrite(upd(bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: int32(1)}}}, {Key: "u", Value: bson.A{bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil}}}}}}}))
+	eq(t, "$group in an update pipeline: write error code", val(t, r, "writeErrors.0.code").Int32(), int32(72))
+	eq(t, "$group in an update pipeline: message", val(t, r, "writeErrors.0.errmsg").StringValue(), "$group is not allowed to be used within an update")
+	wantCmdFail(t, e, bson.D{{Key: "findAndModify", Value: "c"}, {Key: "query", Value: bson.D{}}, {Key: "update", Value: bson.A{bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil}}}}}}}, 72, "$group is not allowed to be used within an update")
+}
+
+func TestIssue12WritesMergeDuplicateKey(t *testing.T) {
+	e := newEnv(t)
+	ns := e.db.Name() + ".out"
+	e.insert("src", bson.D{{Key: "_id", Value: int32(1)}, {Key: "k", Value: "a"}})
+	e.insert("out", bson.D{{Key: "_id", Value: int32(1)}, {Key: "k", Value: "z"}}, bson.D{{Key: "_id", Value: int32(2)}, {Key: "k", Value: "a"}})
+	_, err := e.coll("out").Indexes().CreateOne(e.ctx, mongo.IndexModel{Keys: bson.D{{Key: "k", Value: 1}}, Options: options.Index().SetUnique(true)})
+	noErr(t, err, "createIndex")
+	agg := func(merge bson.D) error {
+		_, err := e.coll("src").Aggregate(e.ctx, bson.A{bson.D{{Key: "$merge", Value: merge}}})
+		return err
+	}
+	check := func(err error, msg string, pattern, value bson.D) {
+		t.Helper()
+		var ce mongo.CommandError
+		if !errors.As(err, &ce) {
+			t.Fatalf("want a command error, got %T %v", err, err)
+		}
+		if ce.Code != 11000 || ce.Name != "DuplicateKey" || ce.Message != msg {
+			t.Fatalf("got %d %s %q\nwant 11000 DuplicateKey %q", ce.Code, ce.Name, ce.Message, msg)
+		}
+		docEq(t, ce.Raw.Lookup("keyPattern").Document(), pattern)
+		docEq(t, ce.Raw.Lookup("keyValue").Document(), value)
+	}
+	// whenMatched: fail on the _id the source shares with the target.
+	check(agg(bson.D{{Key: "into", Value: "out"}, {Key: "whenMatched", Value: "fail"}}),
+		"$merge with whenMatched: fail found an existing document with the same values for the 'on' fields :: caused by :: E11000 duplicate key error collection: "+ns+" index: _id_ dup key: { _id: 1 }",
+		bson.D{{Key: "_id", Value: int32(1)}}, bson.D{{Key: "_id", Value: int32(1)}})
+	// Replacing _id 1 with k "a" collides with _id 2 on the unique k index.
+	check(agg(bson.D{{Key: "into", Value: "out"}, {Key: "whenMatched", Value: "replace"}}),
+		"$merge failed due to a DuplicateKey error :: caused by :: E11000 duplicate key error collection: "+ns+" index: k_1 dup key: { k: \"a\" }",
+		bson.D{{Key: "k", Value: int32(1)}}, bson.D{{Key: "k", Value: "a"}})
 }

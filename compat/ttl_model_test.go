@@ -330,7 +330,8 @@ func TestTTL_Differs_TSSetOnEveryWriteEvenNoOps(t *testing.T) {
 	last = wantLater(t, e.wantTS("c", 1, before, "no-op update"), last)
 
 	before = step()
-	r, err = c.ReplaceOne(e.ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "a", Value: 1}})
+	// With _id, so that mongod too counts it a no-op (issue 12 item 4).
+	r, err = c.ReplaceOne(e.ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: 1}})
 	noErr(t, err, "identical replace")
 	eq(t, "identical replace nModified", r.ModifiedCount, int64(0))
 	last = wantLater(t, e.wantTS("c", 1, before, "identical replace"), last)

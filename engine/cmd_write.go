@@ -69,6 +69,9 @@ func cmdInsert(e *Engine, r *Request) (bson.D, error) {
 	if len(docs) > 100000 {
 		return nil, mongoerr.New(mongoerr.InvalidLength, "Write batch sizes must be between 1 and 100000. Got %d operations.", len(docs))
 	}
+	if err := checkInsertDocuments(docs); err != nil {
+		return nil, err
+	}
 	fix, err := e.emptyTSFixer(r)
 	if err != nil {
 		return nil, err
@@ -129,7 +132,7 @@ func rawDocuments(r *Request, n int) []bson.Raw {
 }
 
 var updateFields = map[string]bool{"update": true, "updates": true, "ordered": true, "bypassDocumentValidation": true, "bypassEmptyTsReplacement": true, "let": false}
-var updateStmtFields = map[string]bool{"q": true, "u": true, "multi": true, "upsert": true, "arrayFilters": true, "hint": true, "collation": true, "c": false, "sort": false}
+var updateStmtFields = map[string]bool{"q": true, "u": true, "multi": true, "upsert": true, "arrayFilters": true, "hint": true, "collation": true, "c": false}
 
 func cmdUpdate(e *Engine, r *Request) (bson.D, error) {
 	if err := checkFields(r, updateFields); err != nil {
@@ -144,6 +147,9 @@ func cmdUpdate(e *Engine, r *Request) (bson.D, error) {
 		return nil, err
 	}
 	if _, err := bypassEmptyTsReplacement(r); err != nil {
+		return nil, err
+	}
+	if err := checkUpdateStatements(stmts); err != nil {
 		return nil, err
 	}
 	ordered := orderedArg(r)
@@ -392,6 +398,9 @@ func cmdDelete(e *Engine, r *Request) (bson.D, error) {
 	}
 	stmts, err := arrayArg(r, "deletes")
 	if err != nil {
+		return nil, err
+	}
+	if err := checkDeleteStatements(stmts); err != nil {
 		return nil, err
 	}
 	ordered := orderedArg(r)

@@ -2,6 +2,7 @@ package agg
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -254,7 +255,7 @@ func (s *mergeStage) mergeOne(ctx context.Context, rc *runCtx, d bson.D) error {
 		case "fail":
 			return mongoerr.New(13113, "$merge could not find a matching document in the target collection for at least one document in the source collection")
 		}
-		return rc.env.Insert(ctx, s.db, s.coll, d)
+		return mergeDupKey(rc.env.Insert(ctx, s.db, s.coll, d), s.on, false)
 	}
 	target := matches[0]
 	id, _ := bsonx.Get(target, "_id")
@@ -263,8 +264,9 @@ func (s *mergeStage) mergeOne(ctx context.Context, rc *runCtx, d bson.D) error {
 	case "keepExisting":
 		return nil
 	case "fail":
-		return &mongoerr.Error{Code: mongoerr.DuplicateKey, Msg: "$merge failed: E11000 duplicate key error: a document in the target collection matches a source document",
-			Extra: bson.D{{Key: "keyValue", Value: filterValues(filter)}}}
+		// mongod's whenMatched: fail is an insert, refused by the unique
+		// index on the 'on' fields.
+		return mergeDupKey(rc.env.Insert(ctx, s.db, s.coll, d), s.on, true)
 	case "replace":
 		nd = d
 	case "merge":
@@ -297,16 +299,30 @@ func (s *mergeStage) mergeOne(ctx context.Context, rc *runCtx, d bson.D) error {
 	} else if !ok {
 		nd = append(bson.D{{Key: "_id", Value: id}}, nd...)
 	}
-	return rc.env.Replace(ctx, s.db, s.coll, id, nd)
+	return mergeDupKey(rc.env.Replace(ctx, s.db, s.coll, id, nd), s.on, false)
 }
 
-func filterValues(f bson.D) bson.D {
-	out := bson.D{}
-	for _, e := range f {
-		v, _ := bsonx.Get(e.Value.(bson.D), "$eq")
-		out = append(out, bson.E{Key: e.Key, Value: v})
+// mergeDupKey gives a duplicate key error of a $merge write mongod's
+// context (DocumentSourceMerge::spill), keeping the E11000 message and its
+// keyPattern and keyValue.
+func mergeDupKey(err error, on []string, failMode bool) error {
+	var me *mongoerr.Error
+	if err == nil || !errors.As(err, &me) || me.Code != mongoerr.DuplicateKey {
+		return err
 	}
-	return out
+	pattern, _ := bsonx.Get(me.Extra, "keyPattern")
+	pd, _ := pattern.(bson.D)
+	fromOn := len(pd) == len(on)
+	for _, f := range on {
+		if _, ok := bsonx.Get(pd, f); !ok {
+			fromOn = false
+		}
+	}
+	context := "$merge failed due to a DuplicateKey error"
+	if failMode && fromOn {
+		context = "$merge with whenMatched: fail found an existing document with the same values for the 'on' fields"
+	}
+	return &mongoerr.Error{Code: me.Code, Msg: context + " :: caused by :: " + me.Msg, Extra: me.Extra}
 }
 
 // ---- pipeline-style updates
