@@ -31,7 +31,7 @@ var createSupported = map[string]bool{"defaultTimeToLive": true, "idIndex": true
 var createRefused = map[string]bool{"capped": true, "size": true, "max": true, "timeseries": true, "validator": true,
 	"validationLevel": true, "validationAction": true, "clusteredIndex": true, "viewOn": true, "pipeline": true,
 	"changeStreamPreAndPostImages": true, "storageEngine": true, "indexOptionDefaults": true, "expireAfterSeconds": true,
-	"encryptedFields": true, "autoIndexId": true, "flags": true, "temp": true, "recordPreImages": true}
+	"encryptedFields": true, "flags": true, "temp": true, "recordPreImages": true}
 
 func cmdCreate(e *Engine, r *Request) (bson.D, error) {
 	coll, err := collName(r)
@@ -39,11 +39,29 @@ func cmdCreate(e *Engine, r *Request) (bson.D, error) {
 		return nil, err
 	}
 	var opts bson.D
+	var reply bson.D
 	hasTTL, defTTL := false, int64(0)
 	for _, f := range r.Cmd[1:] {
 		switch {
 		case IsEnvelopeField(f.Key):
 			continue
+		case f.Key == "autoIndexId":
+			// mongod 7.0 (create.idl: safeBool; cmd_create.cpp,
+			// DatabaseImpl::createCollection): deprecated, noted in the
+			// reply, kept in the options; false only where the namespace
+			// is not replicated (the local database).
+			if _, isBool := f.Value.(bool); !isBool && !bsonx.IsNumber(f.Value) {
+				return nil, mongoerr.New(mongoerr.TypeMismatch, "BSON field 'create.autoIndexId' is the wrong type '%s', expected types '[bool, long, int, decimal, double]'", bsonx.TypeName(f.Value))
+			}
+			if !truthy(f.Value) {
+				if r.DB != "local" {
+					return nil, mongoerr.New(50001, "autoIndexId:false is not allowed for collection %s.%s because it can be replicated", r.DB, coll)
+				}
+				return nil, mongoerr.New(mongoerr.NotImplemented, "autoIndexId:false is not supported by mayfly: every collection has its _id index")
+			}
+			e.log.Warn("The autoIndexId option is deprecated and will be removed in a future release")
+			reply = bson.D{{Key: "note", Value: "The autoIndexId option is deprecated and will be removed in a future release"}}
+			opts = append(bson.D{{Key: "autoIndexId", Value: true}}, opts...)
 		case f.Key == "defaultTimeToLive":
 			n, on, err := ttl.ParseDefaultTTL(f.Value, true)
 			if err != nil {
@@ -75,11 +93,11 @@ func cmdCreate(e *Engine, r *Request) (bson.D, error) {
 		// options succeeds and does nothing; other options are a conflict.
 		m := c.Meta()
 		if m.HasTTL == hasTTL && (!hasTTL || m.DefaultTTL == defTTL) && bsonx.Equal(collOptions(m), collOptions(&collMeta{Options: opts, HasTTL: hasTTL, DefaultTTL: defTTL})) {
-			return bson.D{}, nil
+			return append(bson.D{}, reply...), nil
 		}
 		return nil, mongoerr.New(mongoerr.NamespaceExists, "Collection %s.%s already exists with different options.", r.DB, coll)
 	}
-	return bson.D{}, nil
+	return append(bson.D{}, reply...), nil
 }
 
 func cmdDrop(e *Engine, r *Request) (bson.D, error) {

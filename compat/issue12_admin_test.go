@@ -1,0 +1,117 @@
+package compat
+
+import (
+	"strings"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// ---- issue 12, item 5: legacy index options and create's autoIndexId ----
+
+func createIndexCmd(coll string, specs ...bson.D) bson.D {
+	a := bson.A{}
+	for _, s := range specs {
+		a = append(a, s)
+	}
+	return bson.D{{Key: "createIndexes", Value: coll}, {Key: "indexes", Value: a}}
+}
+
+// mongod 7.0 accepts background and dropDups (index_key_validate.h
+// allowedFieldNames), keeps them in the catalog spec and ignores them;
+// listIndexes shows each entry through ListIndexesReplyItem, so fields come
+// in that struct's order and safeBool values as booleans; ns is dropped.
+func TestIssue12AdminLegacyIndexOptionsAccepted(t *testing.T) {
+	e := newEnv(t)
+	e.run(createIndexCmd("c",
+		bson.D{{Key: "key", Value: bson.D{{Key: "a", Value: 1}}}, {Key: "name", Value: "a_1"}, {Key: "background", Value: true}},
+		bson.D{{Key: "key", Value: bson.D{{Key: "b", Value: 1}}}, {Key: "name", Value: "b_1"}, {Key: "dropDups", Value: 1},
+			{Key: "unique", Value: 1}, {Key: "ns", Value: e.db.Name() + ".c"}, {Key: "background", Value: false}},
+		bson.D{{Key: "key", Value: bson.D{{Key: "c", Value: 1}}}, {Key: "sparse", Value: true}, {Key: "hidden", Value: true},
+			{Key: "name", Value: "c_1"}, {Key: "v", Value: 2.0}},
+	))
+	ixs := e.indexes("c")
+	if len(ixs) != 4 {
+		t.Fatalf("listIndexes: %v", ixs)
+	}
+	docEq(t, ixs[1], bson.D{{Key: "v", Value: int32(2)}, {Key: "key", Value: bson.D{{Key: "a", Value: int32(1)}}}, {Key: "name", Value: "a_1"}, {Key: "background", Value: true}})
+	docEq(t, ixs[2], bson.D{{Key: "v", Value: int32(2)}, {Key: "key", Value: bson.D{{Key: "b", Value: int32(1)}}}, {Key: "name", Value: "b_1"},
+		{Key: "background", Value: false}, {Key: "unique", Value: true}, {Key: "dropDups", Value: true}})
+	docEq(t, ixs[3], bson.D{{Key: "v", Value: int32(2)}, {Key: "key", Value: bson.D{{Key: "c", Value: int32(1)}}}, {Key: "name", Value: "c_1"},
+		{Key: "hidden", Value: true}, {Key: "sparse", Value: true}})
+
+	// dropDups is ignored: the unique index still refuses duplicates.
+	e.insert("c", bson.D{{Key: "_id", Value: 1}, {Key: "b", Value: 1}})
+	_, err := e.coll("c").InsertOne(e.ctx, bson.D{{Key: "_id", Value: 2}, {Key: "b", Value: 1}})
+	wantCode(t, err, 11000, "DuplicateKey")
+
+	// background and dropDups are not part of an index's identity: the same
+	// index without them (or with other values) already exists.
+	r := e.run(createIndexCmd("c", bson.D{{Key: "key", Value: bson.D{{Key: "a", Value: 1}}}, {Key: "name", Value: "a_1"}}))
+	valEq(t, r, "note", "all indexes already exist")
+	r = e.run(createIndexCmd("c", bson.D{{Key: "key", Value: bson.D{{Key: "b", Value: 1}}}, {Key: "name", Value: "b_1"}, {Key: "unique", Value: true}}))
+	valEq(t, r, "note", "all indexes already exist")
+}
+
+func TestIssue12AdminLegacyIndexOptionsRefused(t *testing.T) {
+	e := newEnv(t)
+	key := bson.E{Key: "key", Value: bson.D{{Key: "a", Value: 1}}}
+	name := bson.E{Key: "name", Value: "a_1"}
+	// safe is not an index option in mongod 7.0: InvalidIndexSpecificationOption.
+	err := e.runErr(createIndexCmd("c", bson.D{key, name, {Key: "safe", Value: true}}))
+	wantCode(t, err, 197, "InvalidIndexSpecificationOption")
+	if !strings.Contains(errMsg(err), "The field 'safe' is not valid for an index specification") {
+		t.Fatalf("errmsg %q", errMsg(err))
+	}
+	err = e.runErr(createIndexCmd("c", bson.D{key, name, {Key: "bogus", Value: 1}}))
+	wantCode(t, err, 197, "InvalidIndexSpecificationOption")
+	// Boolean options must be booleans or numbers; hidden must be a boolean.
+	err = e.runErr(createIndexCmd("c", bson.D{key, name, {Key: "background", Value: "yes"}}))
+	wantCode(t, err, 14, "TypeMismatch")
+	err = e.runErr(createIndexCmd("c", bson.D{key, name, {Key: "dropDups", Value: "yes"}}))
+	wantCode(t, err, 14, "TypeMismatch")
+	err = e.runErr(createIndexCmd("c", bson.D{key, name, {Key: "hidden", Value: 1}}))
+	wantCode(t, err, 14, "TypeMismatch")
+	err = e.runErr(createIndexCmd("c", bson.D{key, name, {Key: "v", Value: 3}}))
+	wantCode(t, err, 67, "CannotCreateIndex")
+	// The _id index takes no options (validateIdIndexSpec).
+	err = e.runErr(createIndexCmd("c", bson.D{{Key: "key", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "name", Value: "_id_"}, {Key: "background", Value: true}}))
+	wantCode(t, err, 197, "InvalidIndexSpecificationOption")
+	// Unknown createIndexes fields are refused (the command is strict).
+	err = e.runErr(append(createIndexCmd("c", bson.D{key, name}), bson.E{Key: "background", Value: true}))
+	wantCode(t, err, 40415, "Location40415")
+	// ignoreUnknownIndexOptions drops what validation would refuse.
+	e.run(append(createIndexCmd("c", bson.D{key, name, {Key: "safe", Value: true}, {Key: "bogus", Value: 1}}), bson.E{Key: "ignoreUnknownIndexOptions", Value: true}))
+	ixs := e.indexes("c")
+	if len(ixs) != 2 {
+		t.Fatalf("listIndexes: %v", ixs)
+	}
+	docEq(t, ixs[1], bson.D{{Key: "v", Value: int32(2)}, {Key: "key", Value: bson.D{{Key: "a", Value: int32(1)}}}, {Key: "name", Value: "a_1"}})
+}
+
+// create's autoIndexId (create.idl safeBool; cmd_create.cpp adds a
+// deprecation note; DatabaseImpl::createCollection refuses false with 50001
+// on a replicated namespace, which is every one outside local).
+func TestIssue12AdminCreateAutoIndexId(t *testing.T) {
+	e := newEnv(t)
+	r := e.run(bson.D{{Key: "create", Value: "c"}, {Key: "autoIndexId", Value: true}})
+	valEq(t, r, "note", "The autoIndexId option is deprecated and will be removed in a future release")
+	specs, err := e.db.ListCollectionSpecifications(e.ctx, bson.D{{Key: "name", Value: "c"}})
+	noErr(t, err, "listCollections")
+	if len(specs) != 1 {
+		t.Fatalf("listCollections: %v", specs)
+	}
+	docEq(t, specs[0].Options, bson.D{{Key: "autoIndexId", Value: true}})
+	eq(t, "indexes", len(e.indexes("c")), 1)
+	// The same create again is a no-op.
+	e.run(bson.D{{Key: "create", Value: "c"}, {Key: "autoIndexId", Value: 1}})
+
+	err = e.runErr(bson.D{{Key: "create", Value: "d"}, {Key: "autoIndexId", Value: false}})
+	wantCode(t, err, 50001, "Location50001")
+	eq(t, "message", errMsg(err), "autoIndexId:false is not allowed for collection "+e.db.Name()+".d because it can be replicated")
+	err = e.runErr(bson.D{{Key: "create", Value: "d"}, {Key: "autoIndexId", Value: "no"}})
+	wantCode(t, err, 14, "TypeMismatch")
+	names, err := e.db.ListCollectionNames(e.ctx, bson.D{})
+	noErr(t, err, "listCollectionNames")
+	strsEq(t, "collections", names, []string{"c"})
+}
