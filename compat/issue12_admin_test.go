@@ -115,3 +115,87 @@ func TestIssue12AdminCreateAutoIndexId(t *testing.T) {
 	noErr(t, err, "listCollectionNames")
 	strsEq(t, "collections", names, []string{"c"})
 }
+
+// ---- issue 12, item 6: admin.system.version and the profiler ----
+
+func TestIssue12AdminSystemVersionReadable(t *testing.T) {
+	e := newEnv(t)
+	cur, err := e.cli.Database("admin").Collection("system.version").Find(e.ctx, bson.D{{Key: "_id", Value: "featureCompatibilityVersion"}})
+	noErr(t, err, "find admin.system.version")
+	var docs []bson.Raw
+	noErr(t, cur.All(e.ctx, &docs), "iterate")
+	r := e.admin(bson.D{{Key: "getParameter", Value: 1}, {Key: "featureCompatibilityVersion", Value: 1}})
+	want := val(t, r, "featureCompatibilityVersion.version").StringValue()
+	docsEq(t, docs, bson.D{{Key: "_id", Value: "featureCompatibilityVersion"}, {Key: "version", Value: want}})
+	eq(t, "version", want, "7.0")
+	// Only admin has it: elsewhere system.version is no valid namespace.
+	err = e.runErr(bson.D{{Key: "find", Value: "system.version"}})
+	wantCode(t, err, 73, "InvalidNamespace")
+}
+
+func TestIssue12AdminProfileCommand(t *testing.T) {
+	e := newEnv(t)
+	// Level -1 (or any level outside 0..2) reads the settings.
+	r := e.run(bson.D{{Key: "profile", Value: -1}})
+	docEq(t, r, bson.D{{Key: "was", Value: int32(0)}, {Key: "slowms", Value: int32(100)}, {Key: "sampleRate", Value: 1.0}, {Key: "ok", Value: 1.0}})
+	e.run(bson.D{{Key: "profile", Value: 7}})
+	// Bad arguments fail as in mongod.
+	wantCode(t, e.runErr(bson.D{{Key: "profile", Value: "2"}}), 14, "TypeMismatch")
+	wantCode(t, e.runErr(bson.D{{Key: "profile", Value: 0}, {Key: "sampleRate", Value: 1.5}}), 2, "BadValue")
+	wantCode(t, e.runErr(bson.D{{Key: "profile", Value: 0}, {Key: "sampleRate", Value: int32(1)}}), 14, "TypeMismatch")
+	wantCode(t, e.runErr(bson.D{{Key: "profile", Value: 0}, {Key: "filter", Value: "all"}}), 2, "BadValue")
+
+	// Level 2 profiles every operation; the reply gives the previous level.
+	r = e.run(bson.D{{Key: "profile", Value: 2}})
+	valEq(t, r, "was", int32(0))
+	e.insert("c", bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: 1}})
+	e.find("c", bson.D{{Key: "a", Value: 1}})
+	_, err := e.coll("c").UpdateOne(e.ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "b", Value: 2}}}})
+	noErr(t, err, "update")
+	e.aggregate("c", bson.A{bson.D{{Key: "$match", Value: bson.D{}}}})
+	_, err = e.coll("c").DeleteOne(e.ctx, bson.D{{Key: "_id", Value: 1}})
+	noErr(t, err, "delete")
+	r = e.run(bson.D{{Key: "profile", Value: 0}})
+	valEq(t, r, "was", int32(2))
+
+	entries := e.find("system.profile", bson.D{{Key: "ns", Value: e.db.Name() + ".c"}})
+	var ops []string
+	for _, d := range entries {
+		for _, f := range []string{"op", "ns", "command", "millis", "ts", "client", "user"} {
+			if !has(d, f) {
+				t.Fatalf("profile entry lacks %s: %s", f, d)
+			}
+		}
+		ops = append(ops, val(t, d, "op").StringValue())
+	}
+	strsEq(t, "profiled ops", ops, []string{"insert", "query", "update", "command", "remove"})
+	valEq(t, entries[1], "command.find", "c")
+	valEq(t, entries[1], "command.filter", bson.D{{Key: "a", Value: int32(1)}})
+	valEq(t, entries[1], "nreturned", int32(1))
+	valEq(t, entries[2], "command.q", bson.D{{Key: "_id", Value: int32(1)}})
+	valEq(t, entries[2], "nModified", int32(1))
+	valEq(t, entries[3], "command.aggregate", "c")
+	valEq(t, entries[4], "ndeleted", int32(1))
+	// Reading system.profile is never profiled, and level 0 adds nothing.
+	n := len(e.find("system.profile", nil))
+	e.find("c", nil)
+	eq(t, "entries after level 0", len(e.find("system.profile", nil)), n)
+
+	// Level 1 with a filter profiles only what it matches.
+	r = e.run(bson.D{{Key: "profile", Value: 1}, {Key: "filter", Value: bson.D{{Key: "op", Value: "insert"}}}})
+	valEq(t, r, "note", "When a filter expression is set, slowms and sampleRate are not used for profiling and slow-query log lines.")
+	e.insert("d", bson.D{{Key: "_id", Value: 1}})
+	e.find("d", nil)
+	r = e.run(bson.D{{Key: "profile", Value: 0}, {Key: "filter", Value: "unset"}})
+	valEq(t, r, "was", int32(1))
+	valEq(t, r, "filter", bson.D{{Key: "op", Value: "insert"}})
+	eq(t, "filtered entries", len(e.find("system.profile", bson.D{{Key: "ns", Value: e.db.Name() + ".d"}})), 1)
+
+	// Level 1 without a filter takes operations of at least slowms.
+	r = e.run(bson.D{{Key: "profile", Value: 1}, {Key: "slowms", Value: 0}})
+	valEq(t, r, "slowms", int32(100))
+	e.find("d", nil)
+	r = e.run(bson.D{{Key: "profile", Value: 0}, {Key: "slowms", Value: 100}})
+	valEq(t, r, "slowms", int32(0))
+	eq(t, "slowms entries", len(e.find("system.profile", bson.D{{Key: "ns", Value: e.db.Name() + ".d"}})), 2)
+}
