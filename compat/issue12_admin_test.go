@@ -1,11 +1,23 @@
 package compat
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 )
+
+// errRaw is the whole error reply of a failed command.
+func errRaw(t *testing.T, err error) bson.Raw {
+	t.Helper()
+	var ce mongo.CommandError
+	if !errors.As(err, &ce) || ce.Raw == nil {
+		t.Fatalf("not a command error with a reply: %v", err)
+	}
+	return ce.Raw
+}
 
 // ---- issue 12, item 5: legacy index options and create's autoIndexId ----
 
@@ -198,4 +210,110 @@ func TestIssue12AdminProfileCommand(t *testing.T) {
 	r = e.run(bson.D{{Key: "profile", Value: 0}, {Key: "slowms", Value: 100}})
 	valEq(t, r, "slowms", int32(0))
 	eq(t, "slowms entries", len(e.find("system.profile", bson.D{{Key: "ns", Value: e.db.Name() + ".d"}})), 2)
+}
+
+// ---- issue 12, item 7: collMod on an index ----
+
+func collModIndex(coll string, index bson.D, more ...bson.E) bson.D {
+	return append(bson.D{{Key: "collMod", Value: coll}, {Key: "index", Value: index}}, more...)
+}
+
+func TestIssue12AdminCollModUnique(t *testing.T) {
+	e := newEnv(t)
+	e.run(createIndexCmd("c", bson.D{{Key: "key", Value: bson.D{{Key: "a", Value: 1}}}, {Key: "name", Value: "a_1"}}))
+	kp := bson.E{Key: "keyPattern", Value: bson.D{{Key: "a", Value: 1}}}
+	// One step is refused: prepareUnique first (coll_mod.cpp).
+	err := e.runErr(collModIndex("c", bson.D{kp, {Key: "unique", Value: true}}))
+	wantCode(t, err, 72, "InvalidOptions")
+	eq(t, "message", errMsg(err), "Cannot make index unique with 'prepareUnique=false'. Run collMod to set it first.")
+	wantCode(t, e.runErr(collModIndex("c", bson.D{kp, {Key: "unique", Value: false}})), 2, "BadValue")
+	wantCode(t, e.runErr(collModIndex("c", bson.D{kp, {Key: "unique", Value: "100"}})), 14, "TypeMismatch")
+	wantCode(t, e.runErr(collModIndex("missing", bson.D{kp, {Key: "unique", Value: true}})), 26, "NamespaceNotFound")
+
+	// Existing duplicates do not stop prepareUnique.
+	e.insert("c", bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: 100}}, bson.D{{Key: "_id", Value: 2}, {Key: "a", Value: 100}},
+		bson.D{{Key: "_id", Value: 3}, {Key: "a", Value: 7}}, bson.D{{Key: "_id", Value: 4}, {Key: "a", Value: 7}}, bson.D{{Key: "_id", Value: 5}, {Key: "a", Value: 8}})
+	r := e.run(collModIndex("c", bson.D{kp, {Key: "prepareUnique", Value: true}}))
+	docEq(t, r, bson.D{{Key: "prepareUnique_old", Value: false}, {Key: "prepareUnique_new", Value: true}, {Key: "ok", Value: 1.0}})
+	docEq(t, e.indexes("c")[1], bson.D{{Key: "v", Value: int32(2)}, {Key: "key", Value: bson.D{{Key: "a", Value: int32(1)}}}, {Key: "name", Value: "a_1"}, {Key: "prepareUnique", Value: true}})
+	// prepareUnique cannot be combined with another modification.
+	err = e.runErr(collModIndex("c", bson.D{kp, {Key: "prepareUnique", Value: false}, {Key: "hidden", Value: true}}))
+	wantCode(t, err, 72, "InvalidOptions")
+
+	// Now new duplicates are refused, on insert and on update.
+	_, err = e.coll("c").InsertOne(e.ctx, bson.D{{Key: "_id", Value: 6}, {Key: "a", Value: 8}})
+	wantCode(t, err, 11000, "DuplicateKey")
+	_, err = e.coll("c").UpdateOne(e.ctx, bson.D{{Key: "_id", Value: 5}}, bson.D{{Key: "$set", Value: bson.D{{Key: "a", Value: 100}}}})
+	wantCode(t, err, 11000, "DuplicateKey")
+	// A document that already shares its key may still change other fields.
+	_, err = e.coll("c").UpdateOne(e.ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "b", Value: 1}}}})
+	noErr(t, err, "update of a pre-existing duplicate")
+
+	// Conversion fails while duplicates exist: 359 with the violations.
+	err = e.runErr(collModIndex("c", bson.D{kp, {Key: "unique", Value: true}}))
+	wantCode(t, err, 359, "CannotConvertIndexToUnique")
+	raw := errRaw(t, err)
+	valEq(t, raw, "violations", bson.A{
+		bson.D{{Key: "ids", Value: bson.A{int32(3), int32(4)}}},
+		bson.D{{Key: "ids", Value: bson.A{int32(1), int32(2)}}},
+	})
+	eq(t, "message", errMsg(err), "Cannot convert the index to unique. Please resolve conflicting documents before running collMod again.")
+	// dryRun checks without converting.
+	wantCode(t, e.runErr(collModIndex("c", bson.D{kp, {Key: "unique", Value: true}}, bson.E{Key: "dryRun", Value: true})), 359, "CannotConvertIndexToUnique")
+	wantCode(t, e.runErr(collModIndex("c", bson.D{kp, {Key: "hidden", Value: true}}, bson.E{Key: "dryRun", Value: true})), 72, "InvalidOptions")
+
+	_, err = e.coll("c").DeleteMany(e.ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{2, 4}}}}})
+	noErr(t, err, "delete duplicates")
+	r = e.run(collModIndex("c", bson.D{kp, {Key: "unique", Value: true}}, bson.E{Key: "dryRun", Value: true}))
+	docEq(t, r, bson.D{{Key: "ok", Value: 1.0}})
+	r = e.run(collModIndex("c", bson.D{{Key: "name", Value: "a_1"}, {Key: "unique", Value: true}}))
+	docEq(t, r, bson.D{{Key: "unique_new", Value: true}, {Key: "ok", Value: 1.0}})
+	docEq(t, e.indexes("c")[1], bson.D{{Key: "v", Value: int32(2)}, {Key: "key", Value: bson.D{{Key: "a", Value: int32(1)}}}, {Key: "name", Value: "a_1"}, {Key: "unique", Value: true}})
+	_, err = e.coll("c").InsertOne(e.ctx, bson.D{{Key: "_id", Value: 100}, {Key: "a", Value: 100}})
+	wantCode(t, err, 11000, "DuplicateKey")
+	// Again: a no-op. forceNonUnique turns it back.
+	docEq(t, e.run(collModIndex("c", bson.D{kp, {Key: "unique", Value: true}})), bson.D{{Key: "ok", Value: 1.0}})
+	docEq(t, e.run(collModIndex("c", bson.D{kp, {Key: "forceNonUnique", Value: true}})), bson.D{{Key: "forceNonUnique_new", Value: true}, {Key: "ok", Value: 1.0}})
+	e.insert("c", bson.D{{Key: "_id", Value: 100}, {Key: "a", Value: 100}})
+}
+
+func TestIssue12AdminCollModHiddenTTLAndUnknown(t *testing.T) {
+	e := newEnv(t)
+	e.run(createIndexCmd("c",
+		bson.D{{Key: "key", Value: bson.D{{Key: "a", Value: 1}}}, {Key: "name", Value: "a_1"}},
+		bson.D{{Key: "key", Value: bson.D{{Key: "t", Value: 1}}}, {Key: "name", Value: "t_1"}, {Key: "expireAfterSeconds", Value: 3600}},
+		bson.D{{Key: "key", Value: bson.D{{Key: "x", Value: 1}, {Key: "y", Value: 1}}}, {Key: "name", Value: "x_1_y_1"}}))
+	r := e.run(collModIndex("c", bson.D{{Key: "name", Value: "a_1"}, {Key: "hidden", Value: true}}))
+	docEq(t, r, bson.D{{Key: "hidden_old", Value: false}, {Key: "hidden_new", Value: true}, {Key: "ok", Value: 1.0}})
+	// The same value again changes nothing and reports nothing.
+	docEq(t, e.run(collModIndex("c", bson.D{{Key: "name", Value: "a_1"}, {Key: "hidden", Value: true}})), bson.D{{Key: "ok", Value: 1.0}})
+	valEq(t, e.indexes("c")[1], "hidden", true)
+	r = e.run(collModIndex("c", bson.D{{Key: "keyPattern", Value: bson.D{{Key: "a", Value: 1}}}, {Key: "hidden", Value: false}}))
+	docEq(t, r, bson.D{{Key: "hidden_old", Value: true}, {Key: "hidden_new", Value: false}, {Key: "ok", Value: 1.0}})
+	if has(e.indexes("c")[1], "hidden") {
+		t.Fatalf("unhidden index still shows hidden: %s", e.indexes("c")[1])
+	}
+	wantCode(t, e.runErr(collModIndex("c", bson.D{{Key: "name", Value: "_id_"}, {Key: "hidden", Value: true}})), 2, "BadValue")
+
+	// expireAfterSeconds: old and new as 64-bit integers (coll_mod_index.cpp).
+	r = e.run(collModIndex("c", bson.D{{Key: "name", Value: "t_1"}, {Key: "expireAfterSeconds", Value: 60}}))
+	docEq(t, r, bson.D{{Key: "expireAfterSeconds_old", Value: int64(3600)}, {Key: "expireAfterSeconds_new", Value: int64(60)}, {Key: "ok", Value: 1.0}})
+	valEq(t, e.indexes("c")[2], "expireAfterSeconds", int32(60))
+	// A plain single-field index becomes a TTL index; a compound one cannot.
+	r = e.run(collModIndex("c", bson.D{{Key: "name", Value: "a_1"}, {Key: "expireAfterSeconds", Value: 10}}))
+	docEq(t, r, bson.D{{Key: "expireAfterSeconds_new", Value: int64(10)}, {Key: "ok", Value: 1.0}})
+	valEq(t, e.indexes("c")[1], "expireAfterSeconds", int32(10))
+	wantCode(t, e.runErr(collModIndex("c", bson.D{{Key: "name", Value: "x_1_y_1"}, {Key: "expireAfterSeconds", Value: 10}})), 72, "InvalidOptions")
+	wantCode(t, e.runErr(collModIndex("c", bson.D{{Key: "name", Value: "t_1"}, {Key: "expireAfterSeconds", Value: -1}})), 72, "InvalidOptions")
+	wantCode(t, e.runErr(collModIndex("c", bson.D{{Key: "name", Value: "_id_"}, {Key: "expireAfterSeconds", Value: 10}})), 72, "InvalidOptions")
+
+	// Nothing is silently ignored.
+	wantCode(t, e.runErr(collModIndex("c", bson.D{{Key: "name", Value: "a_1"}, {Key: "hiden", Value: true}})), 40415, "Location40415")
+	wantCode(t, e.runErr(bson.D{{Key: "collMod", Value: "c"}, {Key: "bogus", Value: 1}}), 40415, "Location40415")
+	wantCode(t, e.runErr(bson.D{{Key: "collMod", Value: "c"}, {Key: "validator", Value: bson.D{}}}), 238, "NotImplemented")
+	wantCode(t, e.runErr(collModIndex("c", bson.D{{Key: "name", Value: "a_1"}})), 72, "InvalidOptions")
+	wantCode(t, e.runErr(collModIndex("c", bson.D{{Key: "name", Value: "a_1"}, {Key: "keyPattern", Value: bson.D{{Key: "a", Value: 1}}}, {Key: "hidden", Value: true}})), 72, "InvalidOptions")
+	err := e.runErr(collModIndex("c", bson.D{{Key: "name", Value: "nope"}, {Key: "hidden", Value: true}}))
+	wantCode(t, err, 27, "IndexNotFound")
+	eq(t, "message", errMsg(err), "cannot find index nope for ns "+e.db.Name()+".c")
 }

@@ -435,55 +435,6 @@ func cmdCollStats(e *Engine, r *Request) (bson.D, error) {
 	return c.collStatsDoc(scale), nil
 }
 
-// cmdCollMod changes DefaultTTL (defaultTimeToLive, or the _ts index's
-// expireAfterSeconds), a TTL index's expireAfterSeconds, or an index's
-// hidden flag. A change that lengthens or switches off expiry first purges
-// what is already expired (spec §6.5).
-func cmdCollMod(e *Engine, r *Request) (bson.D, error) {
-	coll, err := collName(r)
-	if err != nil {
-		return nil, err
-	}
-	c := e.cat.Get(r.DB, coll)
-	if c == nil {
-		return nil, mongoerr.New(mongoerr.NamespaceNotFound, "ns does not exist")
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	m := c.Meta().clone()
-	out := bson.D{}
-	for _, f := range r.Cmd[1:] {
-		switch {
-		case IsEnvelopeField(f.Key):
-		case f.Key == "defaultTimeToLive":
-			n, on, err := ttl.ParseDefaultTTL(f.Value, true)
-			if err != nil {
-				return nil, err
-			}
-			setDefaultTTL(m, on, n, "")
-		case f.Key == "index":
-			spec, ok := f.Value.(bson.D)
-			if !ok {
-				return nil, mongoerr.New(mongoerr.TypeMismatch, "BSON field 'collMod.index' is the wrong type, expected type 'object'")
-			}
-			res, err := collModIndex(m, spec)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, res...)
-		case f.Key == "validator" || f.Key == "validationLevel" || f.Key == "validationAction" ||
-			f.Key == "changeStreamPreAndPostImages" || f.Key == "expireAfterSeconds" || f.Key == "viewOn" || f.Key == "pipeline":
-			return nil, mongoerr.New(mongoerr.NotImplemented, "collMod option '%s' is not supported by mayfly yet", f.Key)
-		default:
-			return nil, mongoerr.New(mongoerr.InvalidOptions, "unknown option to collMod: %s", f.Key)
-		}
-	}
-	if err := c.changeMeta(m); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 func setDefaultTTL(m *collMeta, on bool, n int64, name string) {
 	m.HasTTL, m.DefaultTTL = on, n
 	if on {
@@ -548,74 +499,6 @@ func lengthens(o, n *collMeta) bool {
 		}
 	}
 	return false
-}
-
-func collModIndex(m *collMeta, spec bson.D) (bson.D, error) {
-	var target *indexMeta
-	isTS := false
-	kp, hasKP := bsonx.Get(spec, "keyPattern")
-	nm, hasName := bsonx.Get(spec, "name")
-	if kpd, ok := kp.(bson.D); hasKP && ok && len(kpd) == 1 && kpd[0].Key == "_ts" {
-		isTS = true
-	}
-	if s, ok := nm.(string); hasName && ok && m.HasTTL && s == m.TSIndexName {
-		isTS = true
-	}
-	if isTS {
-		if !m.HasTTL {
-			return nil, mongoerr.New(mongoerr.IndexNotFound, "cannot find index %v for ns %s", valString(spec), m.ns())
-		}
-		v, ok := bsonx.Get(spec, "expireAfterSeconds")
-		if !ok {
-			return nil, mongoerr.New(mongoerr.InvalidOptions, "no expireAfterSeconds or hidden field")
-		}
-		n, _, err := ttl.ParseDefaultTTL(v, false)
-		if err != nil {
-			return nil, err
-		}
-		old := m.DefaultTTL
-		setDefaultTTL(m, true, n, "")
-		return bson.D{{Key: "expireAfterSeconds_old", Value: ttlValue(old)}, {Key: "expireAfterSeconds_new", Value: ttlValue(n)}}, nil
-	}
-	for i := range m.Indexes {
-		ix := &m.Indexes[i]
-		if kpd, ok := kp.(bson.D); hasKP && ok && bsonx.Equal(ix.Key, kpd) {
-			target = ix
-		}
-		if s, ok := nm.(string); hasName && ok && ix.Name == s {
-			target = ix
-		}
-	}
-	if target == nil {
-		return nil, mongoerr.New(mongoerr.IndexNotFound, "cannot find index %s for ns %s", valString(spec), m.ns())
-	}
-	out := bson.D{}
-	if v, ok := bsonx.Get(spec, "expireAfterSeconds"); ok {
-		if !target.HasTTL {
-			return nil, mongoerr.New(mongoerr.InvalidOptions, "no expireAfterSeconds field to update")
-		}
-		n, err := ttl.ParseExpireAfterSeconds(v)
-		if err != nil {
-			return nil, mongoerr.New(mongoerr.InvalidOptions, "%s", err.(*mongoerr.Error).Msg)
-		}
-		out = append(out, bson.E{Key: "expireAfterSeconds_old", Value: ttlValue(target.TTL)}, bson.E{Key: "expireAfterSeconds_new", Value: ttlValue(n)})
-		target.TTL = n
-		target.Spec = setSpecField(target.Spec, "expireAfterSeconds", int32OrInt64(n))
-	}
-	if v, ok := bsonx.Get(spec, "hidden"); ok {
-		h, isBool := v.(bool)
-		if !isBool {
-			return nil, mongoerr.New(mongoerr.TypeMismatch, "hidden must be a boolean")
-		}
-		out = append(out, bson.E{Key: "hidden_old", Value: target.Hidden}, bson.E{Key: "hidden_new", Value: h})
-		target.Hidden = h
-		if h {
-			target.Spec = setSpecField(target.Spec, "hidden", true)
-		} else {
-			target.Spec = bsonx.Delete(target.Spec, "hidden")
-		}
-	}
-	return out, nil
 }
 
 func setSpecField(spec bson.D, k string, v any) bson.D {

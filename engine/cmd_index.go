@@ -70,12 +70,12 @@ func defaultIndexName(key bson.D) string {
 // "dropDups" ones it keeps in the spec but ignores.
 var indexOptions = map[string]bool{"key": true, "name": true, "unique": true, "sparse": true, "partialFilterExpression": true,
 	"expireAfterSeconds": true, "hidden": true, "background": true, "v": true, "ns": true, "collation": true,
-	"dropDups": true, "_id": true}
+	"dropDups": true, "_id": true, "prepareUnique": true}
 
 // indexOptionsRefused are fields mongod accepts that mayfly cannot honour.
 var indexOptionsRefused = map[string]bool{"weights": true, "default_language": true, "language_override": true,
 	"textIndexVersion": true, "2dsphereIndexVersion": true, "bits": true, "min": true, "max": true, "bucketSize": true,
-	"storageEngine": true, "wildcardProjection": true, "clustered": true, "prepareUnique": true,
+	"storageEngine": true, "wildcardProjection": true, "clustered": true,
 	"coarsestIndexedLevel": true, "finestIndexedLevel": true, "originalSpec": true, "columnstoreProjection": true,
 	"columnstoreCompressor": true}
 
@@ -205,6 +205,9 @@ func parseIndexSpec(spec bson.D) (*indexMeta, error) {
 		case "unique":
 			ix.Unique = truthy(f.Value)
 			out = append(out, bson.E{Key: "unique", Value: ix.Unique})
+		case "prepareUnique":
+			ix.PrepareUnique = truthy(f.Value)
+			out = append(out, bson.E{Key: "prepareUnique", Value: ix.PrepareUnique})
 		case "sparse":
 			ix.Sparse = truthy(f.Value)
 			out = append(out, bson.E{Key: "sparse", Value: ix.Sparse})
@@ -252,6 +255,9 @@ func parseIndexSpec(spec bson.D) (*indexMeta, error) {
 				return nil, err
 			}
 		}
+	}
+	if ix.Unique && ix.PrepareUnique {
+		return nil, mongoerr.New(mongoerr.CannotCreateIndex, "Invalid index specification %s; cannot create an index with the 'unique' option and the 'prepareUnique' option", valString(spec))
 	}
 	if ix.Sparse && len(ix.Partial) > 0 {
 		return nil, mongoerr.New(mongoerr.CannotCreateIndex, "cannot mix \"partialFilterExpression\" and \"sparse\" options")
