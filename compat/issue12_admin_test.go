@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // errRaw is the whole error reply of a failed command.
@@ -316,4 +317,111 @@ func TestIssue12AdminCollModHiddenTTLAndUnknown(t *testing.T) {
 	err := e.runErr(collModIndex("c", bson.D{{Key: "name", Value: "nope"}, {Key: "hidden", Value: true}}))
 	wantCode(t, err, 27, "IndexNotFound")
 	eq(t, "message", errMsg(err), "cannot find index nope for ns "+e.db.Name()+".c")
+}
+
+// ---- issue 12, item 8: listCollections and listIndexes cursors ----
+
+func cursorOf(t *testing.T, r bson.Raw, batch string) (int64, []bson.Raw) {
+	t.Helper()
+	id := val(t, r, "cursor.id").Int64()
+	var docs []bson.Raw
+	vals, err := val(t, r, "cursor."+batch).Array().Values()
+	noErr(t, err, "batch")
+	for _, v := range vals {
+		docs = append(docs, v.Document())
+	}
+	return id, docs
+}
+
+func TestIssue12AdminListCollectionsCursor(t *testing.T) {
+	e := newEnv(t)
+	for _, n := range []string{"a", "b", "c", "d", "e"} {
+		e.run(bson.D{{Key: "create", Value: n}})
+	}
+	list := func(batch any) bson.D {
+		return bson.D{{Key: "listCollections", Value: 1}, {Key: "nameOnly", Value: true}, {Key: "cursor", Value: bson.D{{Key: "batchSize", Value: batch}}}}
+	}
+	getMore := func(id int64, coll string, n int) bson.D {
+		return bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: coll}, {Key: "batchSize", Value: n}}
+	}
+	var names []string
+	r := e.run(list(2))
+	eq(t, "ns", val(t, r, "cursor.ns").StringValue(), e.db.Name()+".$cmd.listCollections")
+	id, docs := cursorOf(t, r, "firstBatch")
+	eq(t, "first batch", len(docs), 2)
+	if id == 0 {
+		t.Fatalf("listCollections with more to come returned cursor id 0: %s", r)
+	}
+	for id != 0 {
+		for _, d := range docs {
+			names = append(names, val(t, d, "name").StringValue())
+		}
+		r = e.run(getMore(id, "$cmd.listCollections", 2))
+		id, docs = cursorOf(t, r, "nextBatch")
+	}
+	for _, d := range docs {
+		names = append(names, val(t, d, "name").StringValue())
+	}
+	strsEq(t, "names through getMore", names, []string{"a", "b", "c", "d", "e"})
+	// The last getMore closed the cursor with the last batch.
+	eq(t, "last batch", len(docs), 1)
+
+	// All in the first batch: no cursor.
+	id, docs = cursorOf(t, e.run(list(5)), "firstBatch")
+	eq(t, "exact batch id", id, int64(0))
+	eq(t, "exact batch", len(docs), 5)
+	// batchSize 0: an empty first batch and a live cursor, which killCursors ends.
+	id, docs = cursorOf(t, e.run(list(0)), "firstBatch")
+	eq(t, "empty first batch", len(docs), 0)
+	r = e.run(bson.D{{Key: "killCursors", Value: "$cmd.listCollections"}, {Key: "cursors", Value: bson.A{id}}})
+	valEq(t, r, "cursorsKilled", bson.A{id})
+	wantCode(t, e.runErr(getMore(id, "$cmd.listCollections", 2)), 43, "CursorNotFound")
+	// The driver's own iteration with a batch size sees them all.
+	cur, err := e.db.ListCollections(e.ctx, bson.D{}, options.ListCollections().SetBatchSize(2))
+	noErr(t, err, "ListCollections")
+	var all []bson.Raw
+	noErr(t, cur.All(e.ctx, &all), "iterate")
+	eq(t, "driver iteration", len(all), 5)
+
+	wantCode(t, e.runErr(list(-1)), 51024, "Location51024")
+	wantCode(t, e.runErr(list("2")), 14, "TypeMismatch")
+	wantCode(t, e.runErr(bson.D{{Key: "listCollections", Value: 1}, {Key: "cursor", Value: bson.D{{Key: "batch", Value: 1}}}}), 40415, "Location40415")
+}
+
+func TestIssue12AdminListIndexesCursor(t *testing.T) {
+	e := newEnv(t)
+	e.run(createIndexCmd("c",
+		bson.D{{Key: "key", Value: bson.D{{Key: "a", Value: 1}}}, {Key: "name", Value: "a_1"}},
+		bson.D{{Key: "key", Value: bson.D{{Key: "b", Value: 1}}}, {Key: "name", Value: "b_1"}},
+		bson.D{{Key: "key", Value: bson.D{{Key: "c", Value: 1}}}, {Key: "name", Value: "c_1"}}))
+	r := e.run(bson.D{{Key: "listIndexes", Value: "c"}, {Key: "cursor", Value: bson.D{{Key: "batchSize", Value: 1}}}})
+	eq(t, "ns", val(t, r, "cursor.ns").StringValue(), e.db.Name()+".c")
+	id, docs := cursorOf(t, r, "firstBatch")
+	if id == 0 || len(docs) != 1 {
+		t.Fatalf("listIndexes batchSize 1: %s", r)
+	}
+	names := []string{val(t, docs[0], "name").StringValue()}
+	r = e.run(bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: "c"}, {Key: "batchSize", Value: 2}})
+	id2, docs := cursorOf(t, r, "nextBatch")
+	eq(t, "same cursor", id2, id)
+	for _, d := range docs {
+		names = append(names, val(t, d, "name").StringValue())
+	}
+	r = e.run(bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: "c"}})
+	id2, docs = cursorOf(t, r, "nextBatch")
+	eq(t, "exhausted", id2, int64(0))
+	for _, d := range docs {
+		names = append(names, val(t, d, "name").StringValue())
+	}
+	strsEq(t, "index names", names, []string{"_id_", "a_1", "b_1", "c_1"})
+	// killCursors on a listIndexes cursor.
+	id, _ = cursorOf(t, e.run(bson.D{{Key: "listIndexes", Value: "c"}, {Key: "cursor", Value: bson.D{{Key: "batchSize", Value: 0}}}}), "firstBatch")
+	r = e.run(bson.D{{Key: "killCursors", Value: "c"}, {Key: "cursors", Value: bson.A{id}}})
+	valEq(t, r, "cursorsKilled", bson.A{id})
+	// The driver, with a batch size, iterates through getMore.
+	cur, err := e.coll("c").Indexes().List(e.ctx, options.ListIndexes().SetBatchSize(1))
+	noErr(t, err, "Indexes().List")
+	var all []bson.Raw
+	noErr(t, cur.All(e.ctx, &all), "iterate")
+	eq(t, "driver iteration", len(all), 4)
 }

@@ -239,8 +239,12 @@ func cmdListCollections(e *Engine, r *Request) (bson.D, error) {
 	if err := ValidateDBName(r.DB); err != nil {
 		return nil, err
 	}
+	batchSize, err := simpleCursorBatchSize(r)
+	if err != nil {
+		return nil, err
+	}
 	nameOnly := boolArg(r, "nameOnly")
-	batch := bson.A{}
+	batch := []bson.D{}
 	for _, c := range e.cat.Collections(r.DB) {
 		meta := c.Meta()
 		full := bson.D{
@@ -258,7 +262,7 @@ func cmdListCollections(e *Engine, r *Request) (bson.D, error) {
 			batch = append(batch, full)
 		}
 	}
-	return cursorReply("firstBatch", batch, 0, r.DB+".$cmd.listCollections"), nil
+	return e.listCursorReply(r, batchSize, r.DB+".$cmd.listCollections", batch)
 }
 
 func splitNS(ns string) (string, string, bool) {

@@ -44,15 +44,15 @@ func cmdListIndexes(e *Engine, r *Request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	batchSize, err := simpleCursorBatchSize(r)
+	if err != nil {
+		return nil, err
+	}
 	c := e.cat.Get(r.DB, coll)
 	if c == nil {
 		return nil, mongoerr.New(mongoerr.NamespaceNotFound, "ns does not exist: %s.%s", r.DB, coll)
 	}
-	batch := bson.A{}
-	for _, s := range listIndexSpecs(c.Meta()) {
-		batch = append(batch, s)
-	}
-	return cursorReply("firstBatch", batch, 0, r.DB+"."+coll), nil
+	return e.listCursorReply(r, batchSize, r.DB+"."+coll, listIndexSpecs(c.Meta()))
 }
 
 // defaultIndexName is mongod's generated name: field_direction pairs.
