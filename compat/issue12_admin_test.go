@@ -144,6 +144,14 @@ func TestIssue12AdminSystemVersionReadable(t *testing.T) {
 	// Only admin has it: elsewhere system.version is no valid namespace.
 	err = e.runErr(bson.D{{Key: "find", Value: "system.version"}})
 	wantCode(t, err, 73, "InvalidNamespace")
+	// The document, its collection and the admin database stay (OpObserverImpl).
+	_, err = e.cli.Database("admin").Collection("system.version").DeleteOne(e.ctx, bson.D{{Key: "_id", Value: "featureCompatibilityVersion"}})
+	wantCode(t, err, 40670, "Location40670")
+	wantCode(t, e.cli.Database("admin").Collection("system.version").Drop(e.ctx), 50715, "Location50715")
+	wantCode(t, e.cli.Database("admin").RunCommand(e.ctx, bson.D{{Key: "dropDatabase", Value: 1}}).Err(), 50714, "Location50714")
+	n, err := e.cli.Database("admin").Collection("system.version").CountDocuments(e.ctx, bson.D{{Key: "_id", Value: "featureCompatibilityVersion"}})
+	noErr(t, err, "count")
+	eq(t, "FCV document kept", n, int64(1))
 }
 
 func TestIssue12AdminProfileCommand(t *testing.T) {

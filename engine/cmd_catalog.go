@@ -105,6 +105,10 @@ func cmdDrop(e *Engine, r *Request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r.DB == "admin" && coll == "system.version" {
+		// OpObserverImpl::onDropCollection.
+		return nil, mongoerr.New(50715, "dropping the server configuration collection (admin.system.version) is not allowed.")
+	}
 	c := e.cat.Get(r.DB, coll)
 	if c == nil {
 		// MongoDB 7.0: dropping a collection that does not exist succeeds.
@@ -121,6 +125,10 @@ func cmdDrop(e *Engine, r *Request) (bson.D, error) {
 }
 
 func cmdDropDatabase(e *Engine, r *Request) (bson.D, error) {
+	if r.DB == "admin" {
+		// OpObserverImpl::onDropDatabase.
+		return nil, mongoerr.New(50714, "dropping the admin database is not allowed.")
+	}
 	for _, c := range e.cat.Collections(r.DB) {
 		if err := e.dropCollection(r.DB, c.Meta().Name); err != nil && !mongoerr.Is(err, mongoerr.NamespaceNotFound) {
 			return nil, err

@@ -347,6 +347,9 @@ func (e *Engine) writeProfileEntry(db string, entry bson.D) {
 	}
 }
 
+// fcvIDKey is the _id key of the featureCompatibilityVersion document.
+var fcvIDKey = idKeyOf("featureCompatibilityVersion")
+
 // seedSystemVersion makes admin.system.version hold the
 // featureCompatibilityVersion document, as every mongod has it (the same
 // version getParameter reports).
