@@ -93,6 +93,9 @@ func TestIssue12AdminLegacyIndexOptionsRefused(t *testing.T) {
 	// Unknown createIndexes fields are refused (the command is strict).
 	err = e.runErr(append(createIndexCmd("c", bson.D{key, name}), bson.E{Key: "background", Value: true}))
 	wantCode(t, err, 40415, "Location40415")
+	// A standalone has no commitQuorum (create_indexes.cpp).
+	err = e.runErr(append(createIndexCmd("c", bson.D{key, name}), bson.E{Key: "commitQuorum", Value: "majority"}))
+	wantCode(t, err, 2, "BadValue")
 	// ignoreUnknownIndexOptions drops what validation would refuse.
 	e.run(append(createIndexCmd("c", bson.D{key, name, {Key: "safe", Value: true}, {Key: "bogus", Value: 1}}), bson.E{Key: "ignoreUnknownIndexOptions", Value: true}))
 	ixs := e.indexes("c")

@@ -288,7 +288,9 @@ func cmdCreateIndexes(e *Engine, r *Request) (bson.D, error) {
 	ignoreUnknown := false
 	for _, f := range r.Cmd[1:] {
 		switch {
-		case IsEnvelopeField(f.Key), f.Key == "indexes", f.Key == "commitQuorum":
+		case IsEnvelopeField(f.Key), f.Key == "indexes":
+		case f.Key == "commitQuorum":
+			return nil, mongoerr.New(mongoerr.BadValue, "Standalones can't specify commitQuorum")
 		case f.Key == "ignoreUnknownIndexOptions":
 			if _, isBool := f.Value.(bool); !isBool && !bsonx.IsNumber(f.Value) {
 				return nil, mongoerr.New(mongoerr.TypeMismatch, "BSON field 'createIndexes.ignoreUnknownIndexOptions' is the wrong type '%s', expected types '[bool, long, int, decimal, double]'", bsonx.TypeName(f.Value))
