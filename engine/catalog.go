@@ -39,22 +39,29 @@ type collMeta struct {
 // indexMeta describes one secondary index (the _id index is implicit: the
 // document keys themselves).
 type indexMeta struct {
-	ID       uint32 `bson:"id"`
-	Name     string `bson:"name"`
-	Key      bson.D `bson:"key"`
-	Unique   bool   `bson:"unique"`
-	Sparse   bool   `bson:"sparse"`
-	Hidden   bool   `bson:"hidden"`
-	Partial  bson.D `bson:"partial,omitempty"`
-	HasTTL   bool   `bson:"hasTTL"`
-	TTL      int64  `bson:"ttl"`
-	Multikey bool   `bson:"multikey"`
+	ID     uint32 `bson:"id"`
+	Name   string `bson:"name"`
+	Key    bson.D `bson:"key"`
+	Unique bool   `bson:"unique"`
+	Sparse bool   `bson:"sparse"`
+	Hidden bool   `bson:"hidden"`
+	// PrepareUnique: new duplicate keys are refused, existing ones kept
+	// (collMod's first step towards unique).
+	PrepareUnique bool   `bson:"prepareUnique,omitempty"`
+	Partial       bson.D `bson:"partial,omitempty"`
+	HasTTL        bool   `bson:"hasTTL"`
+	TTL           int64  `bson:"ttl"`
+	Multikey      bool   `bson:"multikey"`
 	// Spec is the index as listIndexes shows it (v, key, name, options).
 	Spec bson.D `bson:"spec"`
 }
 
 // isTSIndex reports whether this is the Cosmos-style {_ts: 1} index that
 // stands for the collection's DefaultTTL (spec §3.3). It has no entries.
+// refusesDuplicates reports whether a write may not add a key that another
+// live document holds: unique indexes, and prepareUnique ones.
+func (ix *indexMeta) refusesDuplicates() bool { return ix.Unique || ix.PrepareUnique }
+
 func (ix *indexMeta) isTSIndex() bool {
 	return len(ix.Key) == 1 && ix.Key[0].Key == "_ts"
 }
@@ -267,7 +274,7 @@ func ValidateCollName(db, coll string) error {
 		return mongoerr.New(mongoerr.InvalidNamespace, "Invalid namespace specified '%s.%s'", db, coll)
 	case len(db)+1+len(coll) > 255:
 		return mongoerr.New(mongoerr.InvalidNamespace, "Fully qualified namespace is too long. Namespace: %s.%s Max: 255", db, coll)
-	case strings.HasPrefix(coll, "system.") && !allowedSystem[coll]:
+	case strings.HasPrefix(coll, "system.") && !allowedSystem[coll] && (db != "admin" || coll != "system.version"):
 		return mongoerr.New(mongoerr.InvalidNamespace, "Invalid system namespace: %s.%s", db, coll)
 	}
 	return nil

@@ -31,7 +31,7 @@ var createSupported = map[string]bool{"defaultTimeToLive": true, "idIndex": true
 var createRefused = map[string]bool{"capped": true, "size": true, "max": true, "timeseries": true, "validator": true,
 	"validationLevel": true, "validationAction": true, "clusteredIndex": true, "viewOn": true, "pipeline": true,
 	"changeStreamPreAndPostImages": true, "storageEngine": true, "indexOptionDefaults": true, "expireAfterSeconds": true,
-	"encryptedFields": true, "autoIndexId": true, "flags": true, "temp": true, "recordPreImages": true}
+	"encryptedFields": true, "flags": true, "temp": true, "recordPreImages": true}
 
 func cmdCreate(e *Engine, r *Request) (bson.D, error) {
 	coll, err := collName(r)
@@ -39,11 +39,29 @@ func cmdCreate(e *Engine, r *Request) (bson.D, error) {
 		return nil, err
 	}
 	var opts bson.D
+	var reply bson.D
 	hasTTL, defTTL := false, int64(0)
 	for _, f := range r.Cmd[1:] {
 		switch {
 		case IsEnvelopeField(f.Key):
 			continue
+		case f.Key == "autoIndexId":
+			// mongod 7.0 (create.idl: safeBool; cmd_create.cpp,
+			// DatabaseImpl::createCollection): deprecated, noted in the
+			// reply, kept in the options; false only where the namespace
+			// is not replicated (the local database).
+			if _, isBool := f.Value.(bool); !isBool && !bsonx.IsNumber(f.Value) {
+				return nil, mongoerr.New(mongoerr.TypeMismatch, "BSON field 'create.autoIndexId' is the wrong type '%s', expected types '[bool, long, int, decimal, double]'", bsonx.TypeName(f.Value))
+			}
+			if !truthy(f.Value) {
+				if r.DB != "local" {
+					return nil, mongoerr.New(50001, "autoIndexId:false is not allowed for collection %s.%s because it can be replicated", r.DB, coll)
+				}
+				return nil, mongoerr.New(mongoerr.NotImplemented, "autoIndexId:false is not supported by mayfly: every collection has its _id index")
+			}
+			e.log.Warn("The autoIndexId option is deprecated and will be removed in a future release")
+			reply = bson.D{{Key: "note", Value: "The autoIndexId option is deprecated and will be removed in a future release"}}
+			opts = append(bson.D{{Key: "autoIndexId", Value: true}}, opts...)
 		case f.Key == "defaultTimeToLive":
 			n, on, err := ttl.ParseDefaultTTL(f.Value, true)
 			if err != nil {
@@ -75,17 +93,21 @@ func cmdCreate(e *Engine, r *Request) (bson.D, error) {
 		// options succeeds and does nothing; other options are a conflict.
 		m := c.Meta()
 		if m.HasTTL == hasTTL && (!hasTTL || m.DefaultTTL == defTTL) && bsonx.Equal(collOptions(m), collOptions(&collMeta{Options: opts, HasTTL: hasTTL, DefaultTTL: defTTL})) {
-			return bson.D{}, nil
+			return append(bson.D{}, reply...), nil
 		}
 		return nil, mongoerr.New(mongoerr.NamespaceExists, "Collection %s.%s already exists with different options.", r.DB, coll)
 	}
-	return bson.D{}, nil
+	return append(bson.D{}, reply...), nil
 }
 
 func cmdDrop(e *Engine, r *Request) (bson.D, error) {
 	coll, err := collName(r)
 	if err != nil {
 		return nil, err
+	}
+	if r.DB == "admin" && coll == "system.version" {
+		// OpObserverImpl::onDropCollection.
+		return nil, mongoerr.New(50715, "dropping the server configuration collection (admin.system.version) is not allowed.")
 	}
 	c := e.cat.Get(r.DB, coll)
 	if c == nil {
@@ -103,6 +125,10 @@ func cmdDrop(e *Engine, r *Request) (bson.D, error) {
 }
 
 func cmdDropDatabase(e *Engine, r *Request) (bson.D, error) {
+	if r.DB == "admin" {
+		// OpObserverImpl::onDropDatabase.
+		return nil, mongoerr.New(50714, "dropping the admin database is not allowed.")
+	}
 	for _, c := range e.cat.Collections(r.DB) {
 		if err := e.dropCollection(r.DB, c.Meta().Name); err != nil && !mongoerr.Is(err, mongoerr.NamespaceNotFound) {
 			return nil, err
@@ -221,8 +247,12 @@ func cmdListCollections(e *Engine, r *Request) (bson.D, error) {
 	if err := ValidateDBName(r.DB); err != nil {
 		return nil, err
 	}
+	batchSize, err := simpleCursorBatchSize(r)
+	if err != nil {
+		return nil, err
+	}
 	nameOnly := boolArg(r, "nameOnly")
-	batch := bson.A{}
+	batch := []bson.D{}
 	for _, c := range e.cat.Collections(r.DB) {
 		meta := c.Meta()
 		full := bson.D{
@@ -240,7 +270,7 @@ func cmdListCollections(e *Engine, r *Request) (bson.D, error) {
 			batch = append(batch, full)
 		}
 	}
-	return cursorReply("firstBatch", batch, 0, r.DB+".$cmd.listCollections"), nil
+	return e.listCursorReply(r, batchSize, r.DB+".$cmd.listCollections", batch)
 }
 
 func splitNS(ns string) (string, string, bool) {
@@ -417,55 +447,6 @@ func cmdCollStats(e *Engine, r *Request) (bson.D, error) {
 	return c.collStatsDoc(scale), nil
 }
 
-// cmdCollMod changes DefaultTTL (defaultTimeToLive, or the _ts index's
-// expireAfterSeconds), a TTL index's expireAfterSeconds, or an index's
-// hidden flag. A change that lengthens or switches off expiry first purges
-// what is already expired (spec §6.5).
-func cmdCollMod(e *Engine, r *Request) (bson.D, error) {
-	coll, err := collName(r)
-	if err != nil {
-		return nil, err
-	}
-	c := e.cat.Get(r.DB, coll)
-	if c == nil {
-		return nil, mongoerr.New(mongoerr.NamespaceNotFound, "ns does not exist")
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	m := c.Meta().clone()
-	out := bson.D{}
-	for _, f := range r.Cmd[1:] {
-		switch {
-		case IsEnvelopeField(f.Key):
-		case f.Key == "defaultTimeToLive":
-			n, on, err := ttl.ParseDefaultTTL(f.Value, true)
-			if err != nil {
-				return nil, err
-			}
-			setDefaultTTL(m, on, n, "")
-		case f.Key == "index":
-			spec, ok := f.Value.(bson.D)
-			if !ok {
-				return nil, mongoerr.New(mongoerr.TypeMismatch, "BSON field 'collMod.index' is the wrong type, expected type 'object'")
-			}
-			res, err := collModIndex(m, spec)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, res...)
-		case f.Key == "validator" || f.Key == "validationLevel" || f.Key == "validationAction" ||
-			f.Key == "changeStreamPreAndPostImages" || f.Key == "expireAfterSeconds" || f.Key == "viewOn" || f.Key == "pipeline":
-			return nil, mongoerr.New(mongoerr.NotImplemented, "collMod option '%s' is not supported by mayfly yet", f.Key)
-		default:
-			return nil, mongoerr.New(mongoerr.InvalidOptions, "unknown option to collMod: %s", f.Key)
-		}
-	}
-	if err := c.changeMeta(m); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 func setDefaultTTL(m *collMeta, on bool, n int64, name string) {
 	m.HasTTL, m.DefaultTTL = on, n
 	if on {
@@ -530,74 +511,6 @@ func lengthens(o, n *collMeta) bool {
 		}
 	}
 	return false
-}
-
-func collModIndex(m *collMeta, spec bson.D) (bson.D, error) {
-	var target *indexMeta
-	isTS := false
-	kp, hasKP := bsonx.Get(spec, "keyPattern")
-	nm, hasName := bsonx.Get(spec, "name")
-	if kpd, ok := kp.(bson.D); hasKP && ok && len(kpd) == 1 && kpd[0].Key == "_ts" {
-		isTS = true
-	}
-	if s, ok := nm.(string); hasName && ok && m.HasTTL && s == m.TSIndexName {
-		isTS = true
-	}
-	if isTS {
-		if !m.HasTTL {
-			return nil, mongoerr.New(mongoerr.IndexNotFound, "cannot find index %v for ns %s", valString(spec), m.ns())
-		}
-		v, ok := bsonx.Get(spec, "expireAfterSeconds")
-		if !ok {
-			return nil, mongoerr.New(mongoerr.InvalidOptions, "no expireAfterSeconds or hidden field")
-		}
-		n, _, err := ttl.ParseDefaultTTL(v, false)
-		if err != nil {
-			return nil, err
-		}
-		old := m.DefaultTTL
-		setDefaultTTL(m, true, n, "")
-		return bson.D{{Key: "expireAfterSeconds_old", Value: ttlValue(old)}, {Key: "expireAfterSeconds_new", Value: ttlValue(n)}}, nil
-	}
-	for i := range m.Indexes {
-		ix := &m.Indexes[i]
-		if kpd, ok := kp.(bson.D); hasKP && ok && bsonx.Equal(ix.Key, kpd) {
-			target = ix
-		}
-		if s, ok := nm.(string); hasName && ok && ix.Name == s {
-			target = ix
-		}
-	}
-	if target == nil {
-		return nil, mongoerr.New(mongoerr.IndexNotFound, "cannot find index %s for ns %s", valString(spec), m.ns())
-	}
-	out := bson.D{}
-	if v, ok := bsonx.Get(spec, "expireAfterSeconds"); ok {
-		if !target.HasTTL {
-			return nil, mongoerr.New(mongoerr.InvalidOptions, "no expireAfterSeconds field to update")
-		}
-		n, err := ttl.ParseExpireAfterSeconds(v)
-		if err != nil {
-			return nil, mongoerr.New(mongoerr.InvalidOptions, "%s", err.(*mongoerr.Error).Msg)
-		}
-		out = append(out, bson.E{Key: "expireAfterSeconds_old", Value: ttlValue(target.TTL)}, bson.E{Key: "expireAfterSeconds_new", Value: ttlValue(n)})
-		target.TTL = n
-		target.Spec = setSpecField(target.Spec, "expireAfterSeconds", int32OrInt64(n))
-	}
-	if v, ok := bsonx.Get(spec, "hidden"); ok {
-		h, isBool := v.(bool)
-		if !isBool {
-			return nil, mongoerr.New(mongoerr.TypeMismatch, "hidden must be a boolean")
-		}
-		out = append(out, bson.E{Key: "hidden_old", Value: target.Hidden}, bson.E{Key: "hidden_new", Value: h})
-		target.Hidden = h
-		if h {
-			target.Spec = setSpecField(target.Spec, "hidden", true)
-		} else {
-			target.Spec = bsonx.Delete(target.Spec, "hidden")
-		}
-	}
-	return out, nil
 }
 
 func setSpecField(spec bson.D, k string, v any) bson.D {

@@ -34,7 +34,7 @@ func listIndexSpecs(m *collMeta) []bson.D {
 			{Key: "name", Value: m.TSIndexName}, {Key: "expireAfterSeconds", Value: ttlValue(m.DefaultTTL)}})
 	}
 	for _, ix := range m.Indexes {
-		out = append(out, ix.Spec)
+		out = append(out, orderIndexSpec(ix.Spec))
 	}
 	return out
 }
@@ -44,15 +44,15 @@ func cmdListIndexes(e *Engine, r *Request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	batchSize, err := simpleCursorBatchSize(r)
+	if err != nil {
+		return nil, err
+	}
 	c := e.cat.Get(r.DB, coll)
 	if c == nil {
 		return nil, mongoerr.New(mongoerr.NamespaceNotFound, "ns does not exist: %s.%s", r.DB, coll)
 	}
-	batch := bson.A{}
-	for _, s := range listIndexSpecs(c.Meta()) {
-		batch = append(batch, s)
-	}
-	return cursorReply("firstBatch", batch, 0, r.DB+"."+coll), nil
+	return e.listCursorReply(r, batchSize, r.DB+"."+coll, listIndexSpecs(c.Meta()))
 }
 
 // defaultIndexName is mongod's generated name: field_direction pairs.
@@ -64,11 +64,67 @@ func defaultIndexName(key bson.D) string {
 	return strings.Join(parts, "_")
 }
 
+// indexOptions are the index spec fields mongod 7.0 accepts
+// (index_key_validate.h allowedFieldNames) that mayfly implements; "ns" and
+// "_id" are legacy leftovers mongod accepts and drops, "background" and
+// "dropDups" ones it keeps in the spec but ignores.
 var indexOptions = map[string]bool{"key": true, "name": true, "unique": true, "sparse": true, "partialFilterExpression": true,
-	"expireAfterSeconds": true, "hidden": true, "background": true, "v": true, "ns": true, "collation": true}
+	"expireAfterSeconds": true, "hidden": true, "background": true, "v": true, "ns": true, "collation": true,
+	"dropDups": true, "_id": true, "prepareUnique": true}
+
+// indexOptionsRefused are fields mongod accepts that mayfly cannot honour.
 var indexOptionsRefused = map[string]bool{"weights": true, "default_language": true, "language_override": true,
 	"textIndexVersion": true, "2dsphereIndexVersion": true, "bits": true, "min": true, "max": true, "bucketSize": true,
-	"storageEngine": true, "wildcardProjection": true, "dropDups": false, "clustered": true, "prepareUnique": true}
+	"storageEngine": true, "wildcardProjection": true, "clustered": true,
+	"coarsestIndexedLevel": true, "finestIndexedLevel": true, "originalSpec": true, "columnstoreProjection": true,
+	"columnstoreCompressor": true}
+
+// indexSpecOrder is the field order of a listIndexes entry: mongod 7.0
+// serialises each one through ListIndexesReplyItem (list_indexes.idl), so
+// fields come in that struct's order whatever order they were given in.
+var indexSpecOrder = []string{"v", "key", "name", "background", "unique", "hidden", "partialFilterExpression", "sparse",
+	"expireAfterSeconds", "storageEngine", "weights", "default_language", "language_override", "textIndexVersion",
+	"2dsphereIndexVersion", "bits", "min", "max", "bucketSize", "collation", "wildcardProjection", "columnstoreProjection",
+	"coarsestIndexedLevel", "finestIndexedLevel", "dropDups", "originalSpec", "clustered", "prepareUnique"}
+
+// orderIndexSpec puts a spec's fields in listIndexes order; fields
+// listIndexes does not know are left out, as mongod's repairIndexSpec does.
+func orderIndexSpec(spec bson.D) bson.D {
+	out := make(bson.D, 0, len(spec))
+	for _, k := range indexSpecOrder {
+		if v, ok := bsonx.Get(spec, k); ok {
+			out = append(out, bson.E{Key: k, Value: v})
+		}
+	}
+	return out
+}
+
+// indexBoolOptions are read as booleans and must be numbers or booleans
+// (validateIndexSpec); listIndexes shows them as booleans (safeBool).
+var indexBoolOptions = map[string]bool{"background": true, "unique": true, "sparse": true, "dropDups": true, "prepareUnique": true, "clustered": true}
+
+// sameIndexOptions is mongod's kIdentical (IndexDescriptor::compareIndexOptions)
+// for two specs with the same name and key: unique and sparse compare by
+// truth, the partial filter as given, and background, dropDups, hidden and
+// v are not considered at all.
+func sameIndexOptions(a, b bson.D) bool {
+	norm := func(s bson.D) bson.D {
+		out := bson.D{}
+		for _, f := range orderIndexSpec(s) {
+			switch f.Key {
+			case "v", "key", "name", "background", "dropDups", "hidden", "textIndexVersion", "2dsphereIndexVersion":
+			case "unique", "sparse":
+				if truthy(f.Value) {
+					out = append(out, bson.E{Key: f.Key, Value: true})
+				}
+			default:
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	return bsonx.Equal(norm(a), norm(b))
+}
 
 // parseIndexSpec validates one createIndexes entry.
 func parseIndexSpec(spec bson.D) (*indexMeta, error) {
@@ -125,22 +181,44 @@ func parseIndexSpec(spec bson.D) (*indexMeta, error) {
 		if !indexOptions[f.Key] {
 			return nil, mongoerr.New(mongoerr.InvalidIndexSpecificationOp, "The field '%s' is not valid for an index specification. Specification: %s", f.Key, valString(spec))
 		}
+		if indexBoolOptions[f.Key] && !bsonx.IsNumber(f.Value) {
+			if _, isBool := f.Value.(bool); !isBool {
+				return nil, mongoerr.New(mongoerr.TypeMismatch, "The field '%s has value %s: %s, which is not convertible to bool", f.Key, f.Key, valString(f.Value))
+			}
+		}
 		switch f.Key {
+		case "v":
+			if !bsonx.IsNumber(f.Value) {
+				return nil, mongoerr.New(mongoerr.TypeMismatch, "The field 'v' must be a number, but got %s", bsonx.TypeName(f.Value))
+			}
+			n, isInt := bsonx.ToInt64(f.Value)
+			if !isInt || n < -1<<31 || n >= 1<<31 {
+				return nil, mongoerr.New(mongoerr.BadValue, "Index version must be representable as a 32-bit integer, but got %s", valString(f.Value))
+			}
+			if n != 1 && n != 2 {
+				return nil, mongoerr.New(mongoerr.CannotCreateIndex, "Invalid index specification %s; cannot create an index with v=%d", valString(spec), n)
+			}
+			out = bsonx.Set(out, "v", int32(n))
+		case "background", "dropDups":
+			// Accepted, kept in the spec and ignored, as by mongod 7.0.
+			out = append(out, bson.E{Key: f.Key, Value: truthy(f.Value)})
 		case "unique":
 			ix.Unique = truthy(f.Value)
-			if ix.Unique {
-				out = append(out, bson.E{Key: "unique", Value: true})
-			}
+			out = append(out, bson.E{Key: "unique", Value: ix.Unique})
+		case "prepareUnique":
+			ix.PrepareUnique = truthy(f.Value)
+			out = append(out, bson.E{Key: "prepareUnique", Value: ix.PrepareUnique})
 		case "sparse":
 			ix.Sparse = truthy(f.Value)
-			if ix.Sparse {
-				out = append(out, bson.E{Key: "sparse", Value: true})
-			}
+			out = append(out, bson.E{Key: "sparse", Value: ix.Sparse})
 		case "hidden":
-			ix.Hidden = truthy(f.Value)
-			if ix.Hidden {
-				out = append(out, bson.E{Key: "hidden", Value: true})
+			h, isBool := f.Value.(bool)
+			if !isBool {
+				// mongod 7.0's message names 'name' here (index_key_validate.cpp).
+				return nil, mongoerr.New(mongoerr.TypeMismatch, "The field 'name' must be a bool, but got %s", bsonx.TypeName(f.Value))
 			}
+			ix.Hidden = h
+			out = append(out, bson.E{Key: "hidden", Value: h})
 		case "partialFilterExpression":
 			pf, isDoc := f.Value.(bson.D)
 			if !isDoc {
@@ -178,10 +256,23 @@ func parseIndexSpec(spec bson.D) (*indexMeta, error) {
 			}
 		}
 	}
+	if ix.Unique && ix.PrepareUnique {
+		return nil, mongoerr.New(mongoerr.CannotCreateIndex, "Invalid index specification %s; cannot create an index with the 'unique' option and the 'prepareUnique' option", valString(spec))
+	}
 	if ix.Sparse && len(ix.Partial) > 0 {
 		return nil, mongoerr.New(mongoerr.CannotCreateIndex, "cannot mix \"partialFilterExpression\" and \"sparse\" options")
 	}
-	ix.Spec = out
+	if len(key) == 1 && key[0].Key == "_id" && bsonx.Equal(key[0].Value, int32(1)) {
+		// validateIdIndexSpec: an _id index takes no options.
+		for _, f := range spec {
+			switch f.Key {
+			case "collation", "name", "v", "key", "ns", "_id":
+			default:
+				return nil, mongoerr.New(mongoerr.InvalidIndexSpecificationOp, "The field '%s' is not valid for an _id index specification. Specification: %s", f.Key, valString(spec))
+			}
+		}
+	}
+	ix.Spec = orderIndexSpec(out)
 	return ix, nil
 }
 
@@ -194,6 +285,21 @@ func cmdCreateIndexes(e *Engine, r *Request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	ignoreUnknown := false
+	for _, f := range r.Cmd[1:] {
+		switch {
+		case IsEnvelopeField(f.Key), f.Key == "indexes":
+		case f.Key == "commitQuorum":
+			return nil, mongoerr.New(mongoerr.BadValue, "Standalones can't specify commitQuorum")
+		case f.Key == "ignoreUnknownIndexOptions":
+			if _, isBool := f.Value.(bool); !isBool && !bsonx.IsNumber(f.Value) {
+				return nil, mongoerr.New(mongoerr.TypeMismatch, "BSON field 'createIndexes.ignoreUnknownIndexOptions' is the wrong type '%s', expected types '[bool, long, int, decimal, double]'", bsonx.TypeName(f.Value))
+			}
+			ignoreUnknown = truthy(f.Value)
+		default:
+			return nil, mongoerr.New(40415, "BSON field 'createIndexes.%s' is an unknown field.", f.Key)
+		}
+	}
 	if len(specs) == 0 {
 		return nil, mongoerr.New(mongoerr.BadValue, "Must specify at least one index to create")
 	}
@@ -202,6 +308,17 @@ func cmdCreateIndexes(e *Engine, r *Request) (bson.D, error) {
 		d, ok := s.(bson.D)
 		if !ok {
 			return nil, mongoerr.New(mongoerr.TypeMismatch, "The 'indexes' field must be an array of index specifications")
+		}
+		if ignoreUnknown {
+			// mongod drops the fields validateIndexSpec would refuse
+			// (index_key_validate::removeUnknownFields).
+			kept := bson.D{}
+			for _, f := range d {
+				if indexOptions[f.Key] || indexOptionsRefused[f.Key] {
+					kept = append(kept, f)
+				}
+			}
+			d = kept
 		}
 		ix, err := parseIndexSpec(d)
 		if err != nil {
@@ -272,7 +389,7 @@ func checkIndexConflict(m *collMeta, ix *indexMeta) (skip bool, err error) {
 			if !sameKey {
 				return false, mongoerr.New(mongoerr.IndexKeySpecsConflict, "An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: %s, existing index: %s", valString(ix.Spec), valString(ex.Spec))
 			}
-			if bsonx.Equal(ex.Spec, ix.Spec) {
+			if sameIndexOptions(ex.Spec, ix.Spec) {
 				return true, nil
 			}
 			return false, mongoerr.New(mongoerr.IndexOptionsConflict, "An equivalent index already exists with the same name but different options. Requested index: %s, existing index: %s", valString(ix.Spec), valString(ex.Spec))

@@ -172,6 +172,9 @@ func fillBatch(r *Request, c *cursor, n int64) (bson.A, bool, error) {
 	if c.remaining == 0 {
 		return batch, true, nil
 	}
+	if s, ok := c.src.(interface{ eof() bool }); ok && s.eof() {
+		return batch, true, nil
+	}
 	return batch, false, nil
 }
 

@@ -250,7 +250,7 @@ func (c *Collection) lockDoc(idKey []byte, exclusive bool) func() {
 
 func (c *Collection) needsExclusive() bool {
 	for _, ix := range c.st().indexes {
-		if ix.Unique {
+		if ix.refusesDuplicates() {
 			return true
 		}
 	}
@@ -324,7 +324,7 @@ func (c *Collection) writeDoc(b storage.Batch, s *collState, old *record, newDoc
 			if oldLive && containsKey2(oldKeys, k) {
 				continue
 			}
-			if ix.Unique {
+			if ix.refusesDuplicates() {
 				if err := c.checkUnique(s, ix, ch.prefix, k, idKey, newDoc); err != nil {
 					return 0, err
 				}
@@ -347,7 +347,7 @@ func (c *Collection) writeDoc(b storage.Batch, s *collState, old *record, newDoc
 			}
 		}
 		for _, k := range ch.add {
-			if ch.ix.Unique && pending != nil {
+			if ch.ix.refusesDuplicates() && pending != nil {
 				pending[string(ch.prefix)+string(k)] = struct{}{}
 			}
 			if err := b.Set(cat(cat(ch.prefix, k), idKey), idKey); err != nil {

@@ -54,6 +54,7 @@ type Engine struct {
 
 	cat        *Catalog
 	cursors    *cursorTable
+	prof       *profiler
 	nextCollID atomic.Uint64
 	metaMu     sync.Mutex
 
@@ -101,6 +102,10 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	for _, c := range e.cat.All() {
 		c.ensureStats()
+	}
+	e.prof = newProfiler()
+	if err := e.seedSystemVersion(); err != nil {
+		return nil, err
 	}
 	e.reaper = newReaper(e, cfg.Reaper)
 	e.wg.Add(3)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -238,6 +239,10 @@ func (cq *compiledQuery) sortedRecords() ([]*matchedDoc, error) {
 
 // deleteMatched removes a document found by withDoc.
 func (c *Collection) deleteRecord(r *Request, s *collState, rec *record) error {
+	if s.meta.DB == "admin" && s.meta.Name == "system.version" && bytes.Equal(rec.idKey, fcvIDKey) {
+		// OpObserverImpl::onDelete keeps the featureCompatibilityVersion document.
+		return mongoerr.New(40670, "removing FeatureCompatibilityVersion document is not allowed")
+	}
 	b := c.e.kv.NewBatch()
 	defer b.Close()
 	if err := c.deleteDoc(b, s, rec); err != nil {
