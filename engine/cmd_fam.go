@@ -78,6 +78,8 @@ func cmdFindAndModify(e *Engine, r *Request) (bson.D, error) {
 			if n, err = c.deleteMatching(r, q, true, &got); err != nil {
 				return nil, err
 			}
+		} else if err := validateQuery(q); err != nil {
+			return nil, err
 		}
 		v, err := render(got)
 		if err != nil {

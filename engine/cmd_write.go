@@ -241,7 +241,7 @@ func (e *Engine) applyUpdate(r *Request, coll string, q *querySpec, upd *update.
 			return nil, err
 		}
 	} else if c = e.cat.Get(r.DB, coll); c == nil {
-		return &updateResult{}, nil
+		return &updateResult{}, validateQuery(q)
 	}
 	held := false
 	if upsert {
@@ -404,6 +404,12 @@ func cmdDelete(e *Engine, r *Request) (bson.D, error) {
 			return nil, mongoerr.New(mongoerr.FailedToParse, "The limit field in delete objects must be 0 or 1. Got %v", lv)
 		}
 		if c == nil {
+			if werr := validateQuery(&querySpec{filter: q}); werr != nil {
+				errs = append(errs, mongoerr.From(werr).WriteError(i))
+				if ordered {
+					break
+				}
+			}
 			continue
 		}
 		hint := hintValue(bsonx.Get(st, "hint"))

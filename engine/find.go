@@ -426,6 +426,9 @@ func cmdFind(e *Engine, r *Request) (bson.D, error) {
 	ns := r.DB + "." + coll
 	c := e.cat.Get(r.DB, coll)
 	if c == nil {
+		if err := validateQuery(q); err != nil {
+			return nil, err
+		}
 		return cursorReply("firstBatch", bson.A{}, 0, ns), nil
 	}
 	cq, err := c.compileQuery(r, q)
@@ -549,6 +552,9 @@ func cmdCount(e *Engine, r *Request) (bson.D, error) {
 	q.hint = hintValue(r.Arg("hint"))
 	c := e.cat.Get(r.DB, coll)
 	if c == nil {
+		if err := validateQuery(q); err != nil {
+			return nil, err
+		}
 		return bson.D{{Key: "n", Value: int32(0)}}, nil
 	}
 	n, _, err := c.count(r, q)
@@ -616,6 +622,9 @@ func cmdDistinct(e *Engine, r *Request) (bson.D, error) {
 	c := e.cat.Get(r.DB, coll)
 	values := bson.A{}
 	if c == nil {
+		if err := validateQuery(&querySpec{filter: filter}); err != nil {
+			return nil, err
+		}
 		return bson.D{{Key: "values", Value: values}}, nil
 	}
 	values, _, err = c.distinct(r, key, filter)
