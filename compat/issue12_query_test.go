@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 )
 
 // ---- item 10: query parts are validated even when the collection is missing ----
@@ -106,4 +108,67 @@ func TestIssue12QueryValidatedOnMissingCollection(t *testing.T) {
 	names, err := e.db.ListCollectionNames(e.ctx, bson.D{})
 	noErr(t, err, "listCollections")
 	strsEq(t, "collections", names, []string{"present"})
+}
+
+// ---- item 11: readConcern ----
+
+func TestIssue12QueryReadConcern(t *testing.T) {
+	e := newEnv(t)
+	e.insert("c", bson.D{{Key: "_id", Value: 1}})
+	find := func(rc any) bson.D {
+		return bson.D{{Key: "find", Value: "c"}, {Key: "readConcern", Value: rc}}
+	}
+	lvl := func(l string) bson.D { return bson.D{{Key: "level", Value: l}} }
+	// Accepted on a standalone.
+	for _, l := range []string{"local", "majority", "available"} {
+		for _, cmd := range []bson.D{
+			find(lvl(l)),
+			{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{}}, {Key: "cursor", Value: bson.D{}}, {Key: "readConcern", Value: lvl(l)}},
+			{{Key: "count", Value: "c"}, {Key: "readConcern", Value: lvl(l)}},
+			{{Key: "distinct", Value: "c"}, {Key: "key", Value: "_id"}, {Key: "readConcern", Value: lvl(l)}},
+		} {
+			e.run(cmd)
+		}
+	}
+	e.run(find(bson.D{}))
+	// Through the driver's own readConcern option.
+	coll := e.db.Collection("c", options.Collection().SetReadConcern(readconcern.Majority()))
+	n, err := coll.CountDocuments(e.ctx, bson.D{})
+	noErr(t, err, "countDocuments with readConcern majority")
+	eq(t, "count", n, int64(1))
+	cases := []struct {
+		name string
+		cmd  bson.D
+		code int32
+		msg  string
+	}{
+		{"unknown level", find(lvl("bogus")), 9, "readConcern.level must be either 'local', 'majority', 'linearizable', 'available', or 'snapshot'"},
+		{"level not a string", find(bson.D{{Key: "level", Value: 1}}), 14, `"level" had the wrong type. Expected string, found int`},
+		{"not an object", find("majority"), 9, "readConcern field should be an object"},
+		{"unknown field", find(bson.D{{Key: "level", Value: "local"}, {Key: "x", Value: 1}}), 72, "Unrecognized option in readConcern: x"},
+		{"afterClusterTime with available", find(bson.D{{Key: "level", Value: "available"}, {Key: "afterClusterTime", Value: bson.Timestamp{T: 1, I: 1}}}), 72, "afterClusterTime field can be set only if level is equal to majority, local, or snapshot"},
+		{"atClusterTime without snapshot", find(bson.D{{Key: "atClusterTime", Value: bson.Timestamp{T: 1, I: 1}}}), 72, "atClusterTime field can be set only if level is equal to snapshot"},
+		{"afterClusterTime on a standalone", find(bson.D{{Key: "level", Value: "majority"}, {Key: "afterClusterTime", Value: bson.Timestamp{T: 1, I: 1}}}), 20, "Cannot specify afterClusterTime readConcern without replication enabled"},
+		{"linearizable on a standalone", find(lvl("linearizable")), 123, "node needs to be a replica set member to use read concern"},
+		{"snapshot on a standalone", find(lvl("snapshot")), 123, "node needs to be a replica set member to use readConcern: snapshot"},
+		{"snapshot aggregate", bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{}}, {Key: "cursor", Value: bson.D{}}, {Key: "readConcern", Value: lvl("snapshot")}}, 123, "node needs to be a replica set member to use readConcern: snapshot"},
+		{"snapshot count", bson.D{{Key: "count", Value: "c"}, {Key: "readConcern", Value: lvl("snapshot")}}, 72, `Command count does not support { readConcern: { level: "snapshot", provenance: "clientSupplied" } } :: caused by :: read concern snapshot not supported`},
+		{"snapshot insert outside a transaction", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 2}}}}, {Key: "readConcern", Value: lvl("snapshot")}}, 72, `Command insert does not support { readConcern: { level: "snapshot", provenance: "clientSupplied" } } :: caused by :: read concern not supported`},
+		{"majority on a write", bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "limit", Value: 0}}}}, {Key: "readConcern", Value: lvl("majority")}}, 72, `Command delete does not support { readConcern: { level: "majority", provenance: "clientSupplied" } } :: caused by :: read concern not supported`},
+		{"majority on ping", bson.D{{Key: "ping", Value: 1}, {Key: "readConcern", Value: lvl("majority")}}, 72, `Command ping does not support { readConcern: { level: "majority", provenance: "clientSupplied" } } :: caused by :: read concern not supported`},
+	}
+	for _, c := range cases {
+		err := e.runErr(c.cmd)
+		wantCode(t, err, c.code, "")
+		if errMsg(err) != c.msg {
+			t.Fatalf("%s: message %q, want %q", c.name, errMsg(err), c.msg)
+		}
+	}
+	// A write with readConcern local is fine, and nothing was written by the
+	// refused ones.
+	e.run(bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 3}}}}, {Key: "readConcern", Value: lvl("local")}})
+	strsEq(t, "ids", e.ids("c"), idList(1, 3))
+	// Through the driver: a snapshot session read fails the same way.
+	_, err = e.db.Collection("c", options.Collection().SetReadConcern(readconcern.Snapshot())).Find(e.ctx, bson.D{})
+	wantCode(t, err, 123, "NotAReplicaSet")
 }

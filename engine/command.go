@@ -177,6 +177,9 @@ func (e *Engine) dispatch(r *Request) (bson.D, error) {
 	if err := checkWriteConcern(r); err != nil {
 		return nil, err
 	}
+	if err := checkReadConcern(r, c.Name); err != nil {
+		return nil, err
+	}
 	e.countOp(c.Name)
 	return c.Run(e, r)
 }
