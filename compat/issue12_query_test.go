@@ -1,9 +1,12 @@
 package compat
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 )
@@ -171,4 +174,104 @@ func TestIssue12QueryReadConcern(t *testing.T) {
 	// Through the driver: a snapshot session read fails the same way.
 	_, err = e.db.Collection("c", options.Collection().SetReadConcern(readconcern.Snapshot())).Find(e.ctx, bson.D{})
 	wantCode(t, err, 123, "NotAReplicaSet")
+}
+
+// ---- item 12: Stable API ----
+
+// apiClient connects to the server under test declaring a Stable API.
+func apiClient(e *env, api *options.ServerAPIOptions) *mongo.Client {
+	e.t.Helper()
+	uri := externalURI
+	if uri == "" {
+		uri = e.tg.srv.URI()
+	}
+	cli, err := mongo.Connect(options.Client().ApplyURI(uri).SetServerAPIOptions(api).SetServerSelectionTimeout(10 * time.Second))
+	if err != nil {
+		e.t.Fatalf("connect with a server API: %v", err)
+	}
+	e.t.Cleanup(func() { _ = cli.Disconnect(context.Background()) })
+	return cli
+}
+
+func TestIssue12QueryStableAPI(t *testing.T) {
+	e := newEnv(t)
+	e.insert("c", bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: 1}}, bson.D{{Key: "_id", Value: 2}, {Key: "a", Value: 2}})
+	strict := apiClient(e, options.ServerAPI(options.ServerAPIVersion1).SetStrict(true).SetDeprecationErrors(true))
+	db := strict.Database(e.db.Name())
+	c := db.Collection("c")
+	// Commands in API version 1 work (the handshake's hello among them).
+	noErr(t, db.RunCommand(e.ctx, bson.D{{Key: "ping", Value: 1}}).Err(), "ping")
+	_, err := c.InsertOne(e.ctx, bson.D{{Key: "_id", Value: 3}, {Key: "a", Value: 3}})
+	noErr(t, err, "insert")
+	n, err := c.CountDocuments(e.ctx, bson.D{{Key: "a", Value: bson.D{{Key: "$gte", Value: 2}}}})
+	noErr(t, err, "countDocuments")
+	eq(t, "countDocuments", n, int64(2))
+	n, err = c.EstimatedDocumentCount(e.ctx)
+	noErr(t, err, "estimatedDocumentCount (count)")
+	eq(t, "estimatedDocumentCount", n, int64(3))
+	_, err = db.ListCollectionNames(e.ctx, bson.D{})
+	noErr(t, err, "listCollections")
+	cur, err := c.Find(e.ctx, bson.D{}, options.Find().SetBatchSize(1))
+	noErr(t, err, "find")
+	var all []bson.Raw
+	noErr(t, cur.All(e.ctx, &all), "getMore")
+	eq(t, "found", len(all), 3)
+	noErr(t, strict.Database("admin").RunCommand(e.ctx, bson.D{{Key: "hello", Value: 1}}).Err(), "hello")
+	// Commands outside it are refused.
+	msg := func(cmd string) string {
+		return "Provided apiStrict:true, but the command " + cmd + " is not in API Version 1. Information on supported commands and migrations in API Version 1 can be found at https://dochub.mongodb.org/core/manual-versioned-api"
+	}
+	err = c.Distinct(e.ctx, "a", bson.D{}).Err()
+	wantCode(t, err, 323, "APIStrictError")
+	eq(t, "distinct message", errMsg(err), msg("distinct"))
+	for _, cmd := range []string{"buildInfo", "serverStatus", "isMaster", "listCommands", "dbStats"} {
+		err = strict.Database("admin").RunCommand(e.ctx, bson.D{{Key: cmd, Value: 1}}).Err()
+		wantCode(t, err, 323, "APIStrictError")
+		eq(t, cmd+" message", errMsg(err), msg(cmd))
+	}
+	// A command that does not exist is still CommandNotFound.
+	wantCode(t, db.RunCommand(e.ctx, bson.D{{Key: "noSuchCommand", Value: 1}}).Err(), 59, "CommandNotFound")
+	// Stages outside API version 1, at the top or nested, are refused.
+	for _, p := range []bson.A{
+		{bson.D{{Key: "$listLocalSessions", Value: bson.D{}}}},
+		{bson.D{{Key: "$match", Value: bson.D{}}}, bson.D{{Key: "$facet", Value: bson.D{{Key: "x", Value: bson.A{bson.D{{Key: "$indexStats", Value: bson.D{}}}}}}}}},
+		{bson.D{{Key: "$unionWith", Value: bson.D{{Key: "coll", Value: "c"}, {Key: "pipeline", Value: bson.A{bson.D{{Key: "$planCacheStats", Value: bson.D{}}}}}}}}},
+	} {
+		_, err = c.Aggregate(e.ctx, p)
+		wantCode(t, err, 323, "APIStrictError")
+	}
+	_, err = c.Aggregate(e.ctx, bson.A{bson.D{{Key: "$listLocalSessions", Value: bson.D{}}}})
+	eq(t, "stage message", errMsg(err), "$listLocalSessions is not allowed with 'apiStrict: true' in API Version 1")
+	_, err = c.Aggregate(e.ctx, bson.A{bson.D{{Key: "$collStats", Value: bson.D{{Key: "storageStats", Value: bson.D{}}}}}})
+	wantCode(t, err, 323, "APIStrictError")
+	// The same without apiStrict runs.
+	loose := apiClient(e, options.ServerAPI(options.ServerAPIVersion1))
+	vals := loose.Database(e.db.Name()).Collection("c").Distinct(e.ctx, "a", bson.D{})
+	noErr(t, vals.Err(), "distinct without apiStrict")
+	noErr(t, loose.Database("admin").RunCommand(e.ctx, bson.D{{Key: "buildInfo", Value: 1}}).Err(), "buildInfo without apiStrict")
+
+	// Parameter validation, sent by hand.
+	cases := []struct {
+		cmd  bson.D
+		code int32
+		msg  string
+	}{
+		{bson.D{{Key: "ping", Value: 1}, {Key: "apiStrict", Value: true}}, 4886600, "Provided apiStrict and/or apiDeprecationErrors without passing apiVersion"},
+		{bson.D{{Key: "ping", Value: 1}, {Key: "apiDeprecationErrors", Value: false}}, 4886600, "Provided apiStrict and/or apiDeprecationErrors without passing apiVersion"},
+		{bson.D{{Key: "ping", Value: 1}, {Key: "apiVersion", Value: "3"}}, 322, `API version must be "1"`},
+		{bson.D{{Key: "ping", Value: 1}, {Key: "apiVersion", Value: "2"}}, 322, "Cannot accept API version 2"},
+		{bson.D{{Key: "ping", Value: 1}, {Key: "apiVersion", Value: int32(1)}}, 14, "BSON field 'APIParametersFromClient.apiVersion' is the wrong type 'int', expected type 'string'"},
+		{bson.D{{Key: "ping", Value: 1}, {Key: "apiVersion", Value: "1"}, {Key: "apiStrict", Value: int32(1)}}, 14, "BSON field 'APIParametersFromClient.apiStrict' is the wrong type 'int', expected type 'bool'"},
+	}
+	for _, cs := range cases {
+		err := e.runErr(cs.cmd)
+		wantCode(t, err, cs.code, "")
+		eq(t, ejson(cs.cmd)+" message", errMsg(err), cs.msg)
+	}
+	e.run(bson.D{{Key: "ping", Value: 1}, {Key: "apiVersion", Value: "1"}, {Key: "apiDeprecationErrors", Value: true}})
+	e.run(bson.D{{Key: "ping", Value: 1}, {Key: "apiVersion", Value: "1"}, {Key: "apiStrict", Value: false}})
+	// listCommands says which commands are in API version 1.
+	lc := e.admin(bson.D{{Key: "listCommands", Value: 1}})
+	valEq(t, lc, "commands.find.apiVersions", bson.A{"1"})
+	valEq(t, lc, "commands.buildInfo.apiVersions", bson.A{})
 }
