@@ -275,3 +275,129 @@ func TestIssue12QueryStableAPI(t *testing.T) {
 	valEq(t, lc, "commands.find.apiVersions", bson.A{"1"})
 	valEq(t, lc, "commands.buildInfo.apiVersions", bson.A{})
 }
+
+// ---- item 13: let on find, update, delete, findAndModify ----
+
+func TestIssue12QueryLet(t *testing.T) {
+	e := newEnv(t)
+	seed := func() {
+		_, err := e.coll("c").DeleteMany(e.ctx, bson.D{})
+		noErr(t, err, "clear")
+		e.insert("c",
+			bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: 1}},
+			bson.D{{Key: "_id", Value: 2}, {Key: "a", Value: 2}},
+			bson.D{{Key: "_id", Value: 3}, {Key: "a", Value: 3}})
+	}
+	seed()
+	eqA := func(v string) bson.D {
+		return bson.D{{Key: "$expr", Value: bson.D{{Key: "$eq", Value: bson.A{"$a", v}}}}}
+	}
+	findIDs := func(cmd bson.D) []string {
+		t.Helper()
+		raw := e.run(cmd)
+		docs, err := raw.Lookup("cursor", "firstBatch").Array().Values()
+		noErr(t, err, "firstBatch")
+		out := []string{}
+		for _, d := range docs {
+			out = append(out, d.Document().Lookup("_id").String())
+		}
+		return out
+	}
+	// find: $expr at the top, nested under $or, and a let value computed
+	// from an expression and from an earlier variable.
+	strsEq(t, "find let", findIDs(bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: eqA("$$target")},
+		{Key: "let", Value: bson.D{{Key: "target", Value: 2}}}}), idList(2))
+	strsEq(t, "find let nested", findIDs(bson.D{{Key: "find", Value: "c"},
+		{Key: "filter", Value: bson.D{{Key: "$or", Value: bson.A{eqA("$$target"), bson.D{{Key: "a", Value: 3}}}}}},
+		{Key: "sort", Value: bson.D{{Key: "_id", Value: 1}}},
+		{Key: "let", Value: bson.D{{Key: "base", Value: 0}, {Key: "target", Value: bson.D{{Key: "$add", Value: bson.A{"$$base", 1}}}}}}}), idList(1, 3))
+	// A variable rebound by $let inside the filter is the inner one.
+	strsEq(t, "find let shadowed", findIDs(bson.D{{Key: "find", Value: "c"},
+		{Key: "filter", Value: bson.D{{Key: "$expr", Value: bson.D{{Key: "$eq", Value: bson.A{
+			bson.D{{Key: "$let", Value: bson.D{{Key: "vars", Value: bson.D{{Key: "x", Value: "$a"}}}, {Key: "in", Value: "$$x"}}}}, 3}}}}}},
+		{Key: "let", Value: bson.D{{Key: "x", Value: 1}}}}), idList(3))
+	// A plain equality on a string that looks like a variable is a literal.
+	strsEq(t, "find literal", findIDs(bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{{Key: "a", Value: "$$target"}}},
+		{Key: "let", Value: bson.D{{Key: "target", Value: 2}}}}), []string{})
+	// Projections see the variables.
+	raw := e.run(bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{{Key: "_id", Value: 1}}},
+		{Key: "projection", Value: bson.D{{Key: "v", Value: "$$target"}, {Key: "w", Value: "$$obj.k"}}},
+		{Key: "let", Value: bson.D{{Key: "target", Value: "x"}, {Key: "obj", Value: bson.D{{Key: "k", Value: 5}}}}}})
+	docEq(t, raw.Lookup("cursor", "firstBatch", "0").Document(), bson.D{{Key: "_id", Value: 1}, {Key: "v", Value: "x"}, {Key: "w", Value: 5}})
+	// Through the driver's Find option.
+	cur, err := e.coll("c").Find(e.ctx, eqA("$$t"), options.Find().SetLet(bson.D{{Key: "t", Value: 3}}))
+	noErr(t, err, "find with SetLet")
+	var got []bson.Raw
+	noErr(t, cur.All(e.ctx, &got), "find with SetLet")
+	eq(t, "SetLet matches", len(got), 1)
+
+	// update: filter and pipeline use let; c gives per-statement constants.
+	res := e.run(bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{
+		bson.D{{Key: "q", Value: eqA("$$target")}, {Key: "u", Value: bson.A{bson.D{{Key: "$set", Value: bson.D{{Key: "b", Value: "$$val"}, {Key: "k", Value: "$$k"}}}}}}, {Key: "c", Value: bson.D{{Key: "k", Value: "const"}}}},
+		bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 9}}}, {Key: "u", Value: bson.A{bson.D{{Key: "$set", Value: bson.D{{Key: "b", Value: "$$val"}}}}}}, {Key: "upsert", Value: true}},
+	}}, {Key: "let", Value: bson.D{{Key: "target", Value: 2}, {Key: "val", Value: "set by let"}}}})
+	valEq(t, res, "n", int32(2))
+	docsEq(t, e.find("c", bson.D{{Key: "b", Value: bson.D{{Key: "$exists", Value: true}}}}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}})),
+		bson.D{{Key: "_id", Value: 2}, {Key: "a", Value: 2}, {Key: "b", Value: "set by let"}, {Key: "k", Value: "const"}},
+		bson.D{{Key: "_id", Value: 9}, {Key: "b", Value: "set by let"}})
+	// Driver: UpdateOne with SetLet.
+	_, err = e.coll("c").UpdateOne(e.ctx, eqA("$$t"), bson.A{bson.D{{Key: "$set", Value: bson.D{{Key: "z", Value: "$$t"}}}}}, options.UpdateOne().SetLet(bson.D{{Key: "t", Value: 3}}))
+	noErr(t, err, "updateOne with SetLet")
+	eq(t, "z set", e.count("c", bson.D{{Key: "z", Value: 3}}), int64(1))
+	// c with an update document: a write error, as mongod.
+	wr := e.runWrite(bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{
+		bson.D{{Key: "q", Value: bson.D{}}, {Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "w", Value: 1}}}}}, {Key: "c", Value: bson.D{{Key: "z", Value: 2}}}}}}})
+	valEq(t, wr, "writeErrors.0.code", int32(51198))
+	valEq(t, wr, "writeErrors.0.errmsg", "Constant values may only be specified for pipeline updates")
+	// let is command-level only: a statement's let is an unknown field.
+	err = e.runErr(bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{
+		bson.D{{Key: "q", Value: bson.D{}}, {Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "w", Value: 1}}}}}, {Key: "let", Value: bson.D{{Key: "x", Value: 1}}}}}}})
+	wantCode(t, err, 40415, "Location40415")
+
+	// delete with let.
+	seed()
+	res = e.run(bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: eqA("$$target")}, {Key: "limit", Value: 0}}}},
+		{Key: "let", Value: bson.D{{Key: "target", Value: 1}}}})
+	valEq(t, res, "n", int32(1))
+	strsEq(t, "after delete", e.ids("c"), idList(2, 3))
+	_, err = e.coll("c").DeleteOne(e.ctx, eqA("$$t"), options.DeleteOne().SetLet(bson.D{{Key: "t", Value: 2}}))
+	noErr(t, err, "deleteOne with SetLet")
+	strsEq(t, "after deleteOne", e.ids("c"), idList(3))
+
+	// findAndModify: query, pipeline update and fields.
+	seed()
+	res = e.run(bson.D{{Key: "findAndModify", Value: "c"}, {Key: "query", Value: eqA("$$target")},
+		{Key: "update", Value: bson.A{bson.D{{Key: "$set", Value: bson.D{{Key: "b", Value: "$$val"}}}}}},
+		{Key: "fields", Value: bson.D{{Key: "b", Value: 1}, {Key: "tag", Value: "$$val"}}}, {Key: "new", Value: true},
+		{Key: "let", Value: bson.D{{Key: "target", Value: 3}, {Key: "val", Value: "v"}}}})
+	docEq(t, res.Lookup("value").Document(), bson.D{{Key: "_id", Value: 3}, {Key: "b", Value: "v"}, {Key: "tag", Value: "v"}})
+	sr := e.coll("c").FindOneAndDelete(e.ctx, eqA("$$t"), options.FindOneAndDelete().SetLet(bson.D{{Key: "t", Value: 1}}))
+	noErr(t, sr.Err(), "findOneAndDelete with SetLet")
+	strsEq(t, "after findOneAndDelete", e.ids("c"), idList(2, 3))
+
+	// Invalid let: mongod's variable-name errors, and a non-document let.
+	bad := []struct {
+		let  any
+		code int32
+		msg  string
+	}{
+		{bson.D{{Key: "Bad", Value: 1}}, 16867, "'Bad' starts with an invalid character for a user variable name"},
+		{bson.D{{Key: "a-b", Value: 1}}, 16868, "'a-b' contains an invalid character for a variable name: '-'"},
+		{bson.D{{Key: "", Value: 1}}, 16866, "empty variable names are not allowed"},
+		{bson.D{{Key: "x", Value: "$$y"}}, 17276, "Use of undefined variable: y"},
+		{int32(1), 14, "BSON field 'find.let' is the wrong type 'int', expected type 'object'"},
+	}
+	for _, b := range bad {
+		err := e.runErr(bson.D{{Key: "find", Value: "c"}, {Key: "let", Value: b.let}})
+		wantCode(t, err, b.code, "")
+		eq(t, "let error message", errMsg(err), b.msg)
+	}
+	for _, cmd := range []bson.D{
+		{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "w", Value: 1}}}}}}}}, {Key: "let", Value: bson.D{{Key: "Bad", Value: 1}}}},
+		{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "limit", Value: 0}}}}, {Key: "let", Value: bson.D{{Key: "Bad", Value: 1}}}},
+		{{Key: "findAndModify", Value: "c"}, {Key: "remove", Value: true}, {Key: "let", Value: bson.D{{Key: "Bad", Value: 1}}}},
+	} {
+		wantCode(t, e.runErr(cmd), 16867, "")
+	}
+	strsEq(t, "nothing changed by refused commands", e.ids("c"), idList(2, 3))
+}

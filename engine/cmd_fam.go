@@ -11,7 +11,7 @@ import (
 var famFields = map[string]bool{
 	"findAndModify": true, "findandmodify": true, "query": true, "sort": true, "remove": true, "update": true,
 	"new": true, "fields": true, "upsert": true, "arrayFilters": true, "bypassDocumentValidation": true,
-	"hint": true, "collation": true, "let": false,
+	"hint": true, "collation": true, "let": true,
 }
 
 // cmdFindAndModify finds one document (the first in sort order), then
@@ -21,6 +21,9 @@ var famFields = map[string]bool{
 // gets a different document.
 func cmdFindAndModify(e *Engine, r *Request) (bson.D, error) {
 	if err := checkFields(r, famFields); err != nil {
+		return nil, err
+	}
+	if err := e.applyLet(r, map[string]bool{"query": false, "fields": true, "update": true}); err != nil {
 		return nil, err
 	}
 	coll, err := collName(r)

@@ -120,11 +120,14 @@ func rawDocuments(r *Request, n int) []bson.Raw {
 	return out
 }
 
-var updateFields = map[string]bool{"update": true, "updates": true, "ordered": true, "bypassDocumentValidation": true, "let": false}
-var updateStmtFields = map[string]bool{"q": true, "u": true, "multi": true, "upsert": true, "arrayFilters": true, "hint": true, "collation": true, "c": false, "sort": false}
+var updateFields = map[string]bool{"update": true, "updates": true, "ordered": true, "bypassDocumentValidation": true, "let": true}
+var updateStmtFields = map[string]bool{"q": true, "u": true, "multi": true, "upsert": true, "arrayFilters": true, "hint": true, "collation": true, "c": true, "sort": false}
 
 func cmdUpdate(e *Engine, r *Request) (bson.D, error) {
 	if err := checkFields(r, updateFields); err != nil {
+		return nil, err
+	}
+	if err := e.applyStatementLet(r, "updates"); err != nil {
 		return nil, err
 	}
 	coll, err := collName(r)
@@ -215,6 +218,9 @@ func (e *Engine) updateStatement(r *Request, coll string, st bson.D) (*updateRes
 	upd, err := update.Compile(u, afa)
 	if err != nil {
 		return nil, err
+	}
+	if _, hasC := bsonx.Get(st, "c"); hasC && !upd.IsPipeline() {
+		return nil, mongoerr.New(51198, "Constant values may only be specified for pipeline updates")
 	}
 	if multi && upd.IsReplacement() {
 		return nil, mongoerr.New(mongoerr.FailedToParse, "multi update is not supported for replacement-style update")
@@ -363,11 +369,14 @@ func checkIDUnchanged(before, after bson.D) error {
 	return nil
 }
 
-var deleteFields = map[string]bool{"delete": true, "deletes": true, "ordered": true, "let": false}
+var deleteFields = map[string]bool{"delete": true, "deletes": true, "ordered": true, "let": true}
 var deleteStmtFields = map[string]bool{"q": true, "limit": true, "hint": true, "collation": true}
 
 func cmdDelete(e *Engine, r *Request) (bson.D, error) {
 	if err := checkFields(r, deleteFields); err != nil {
+		return nil, err
+	}
+	if err := e.applyStatementLet(r, "deletes"); err != nil {
 		return nil, err
 	}
 	coll, err := collName(r)

@@ -251,7 +251,7 @@ var findFields = map[string]bool{
 	"batchSize": true, "singleBatch": true, "hint": true, "comment": true, "maxTimeMS": true,
 	"readConcern": true, "max": false, "min": false, "returnKey": false, "showRecordId": false,
 	"tailable": false, "oplogReplay": true, "noCursorTimeout": true, "awaitData": false,
-	"allowPartialResults": true, "collation": true, "allowDiskUse": true, "let": false, "$db": true,
+	"allowPartialResults": true, "collation": true, "allowDiskUse": true, "let": true, "$db": true,
 }
 
 func init() {
@@ -401,6 +401,9 @@ func parseFind(r *Request) (*querySpec, error) {
 
 func cmdFind(e *Engine, r *Request) (bson.D, error) {
 	if err := checkFields(r, findFields); err != nil {
+		return nil, err
+	}
+	if err := e.applyLet(r, map[string]bool{"filter": false, "projection": true}); err != nil {
 		return nil, err
 	}
 	coll, err := collName(r)
