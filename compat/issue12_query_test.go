@@ -401,3 +401,56 @@ func TestIssue12QueryLet(t *testing.T) {
 	}
 	strsEq(t, "nothing changed by refused commands", e.ids("c"), idList(2, 3))
 }
+
+// ---- item 14: $elemMatch over DBRef fields ----
+
+func TestIssue12QueryElemMatchDBRef(t *testing.T) {
+	e := newEnv(t)
+	u1, u2, u3 := bson.NewObjectID(), bson.NewObjectID(), bson.NewObjectID()
+	ref := func(id bson.ObjectID) bson.D {
+		return bson.D{{Key: "$ref", Value: "users"}, {Key: "$id", Value: id}}
+	}
+	e.insert("g",
+		bson.D{{Key: "_id", Value: 1}, {Key: "members", Value: bson.A{ref(u1), ref(u2)}}},
+		bson.D{{Key: "_id", Value: 2}, {Key: "members", Value: bson.A{ref(u3)}}},
+		bson.D{{Key: "_id", Value: 3}, {Key: "owner", Value: bson.D{{Key: "$ref", Value: "users"}, {Key: "$id", Value: u1}, {Key: "$db", Value: "other"}}}},
+	)
+	elem := func(d bson.D) bson.D { return bson.D{{Key: "members", Value: bson.D{{Key: "$elemMatch", Value: d}}}} }
+	cases := []struct {
+		name   string
+		filter bson.D
+		want   []int
+	}{
+		{"$elemMatch {$id}", elem(bson.D{{Key: "$id", Value: u1}}), []int{1}},
+		{"$elemMatch {$ref, $id}", elem(bson.D{{Key: "$ref", Value: "users"}, {Key: "$id", Value: u3}}), []int{2}},
+		{"$elemMatch {$ref}", elem(bson.D{{Key: "$ref", Value: "users"}}), []int{1, 2}},
+		{"$elemMatch {$db} absent", elem(bson.D{{Key: "$db", Value: "other"}}), nil},
+		// In $elemMatch a DBRef field is compared as a value: an operator
+		// document under $ref is a literal, so nothing matches.
+		{"$elemMatch {$id} with an operator under $ref", elem(bson.D{{Key: "$id", Value: u2}, {Key: "$ref", Value: bson.D{{Key: "$ne", Value: "x"}}}}), nil},
+		{"dotted $id", bson.D{{Key: "members.$id", Value: u2}}, []int{1}},
+		{"dotted $id on a document", bson.D{{Key: "owner.$id", Value: u1}}, []int{3}},
+		{"dotted $db", bson.D{{Key: "owner.$db", Value: "other"}}, []int{3}},
+		{"whole DBRef equality", bson.D{{Key: "owner", Value: bson.D{{Key: "$ref", Value: "users"}, {Key: "$id", Value: u1}, {Key: "$db", Value: "other"}}}}, []int{3}},
+		{"DBRef in $in", bson.D{{Key: "members", Value: bson.D{{Key: "$in", Value: bson.A{ref(u3)}}}}}, []int{2}},
+	}
+	for _, c := range cases {
+		docs := e.find("g", c.filter, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+		got := []string{}
+		for _, d := range docs {
+			got = append(got, d.Lookup("_id").String())
+		}
+		strsEq(t, c.name+" "+ejson(c.filter), got, idList(c.want...))
+	}
+	// count and positional updates through $elemMatch on $id.
+	eq(t, "count", e.count("g", elem(bson.D{{Key: "$id", Value: u2}})), int64(1))
+	_, err := e.coll("g").UpdateOne(e.ctx, elem(bson.D{{Key: "$id", Value: u2}}), bson.D{{Key: "$set", Value: bson.D{{Key: "members.$.seen", Value: true}}}})
+	noErr(t, err, "positional update")
+	got := e.find("g", bson.D{{Key: "_id", Value: 1}})
+	docEq(t, got[0], bson.D{{Key: "_id", Value: 1}, {Key: "members", Value: bson.A{ref(u1), append(ref(u2), bson.E{Key: "seen", Value: true})}}})
+	// Outside $elemMatch, a lone $id under a field is an unknown operator,
+	// as in mongod (only a complete DBRef, $ref and $id, is a literal).
+	_, err = e.coll("g").Find(e.ctx, bson.D{{Key: "owner", Value: bson.D{{Key: "$id", Value: u1}}}})
+	wantCode(t, err, 2, "BadValue")
+	eq(t, "message", errMsg(err), "unknown operator: $id")
+}
