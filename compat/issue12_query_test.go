@@ -51,6 +51,12 @@ func TestIssue12QueryValidatedOnMissingCollection(t *testing.T) {
 		{"findAndModify sort", func(c string) bson.D {
 			return bson.D{{Key: "findAndModify", Value: c}, {Key: "query", Value: bson.D{}}, {Key: "sort", Value: bson.D{{Key: "a", Value: "up"}}}, {Key: "remove", Value: true}}
 		}, 0},
+		{"explain find", func(c string) bson.D {
+			return bson.D{{Key: "explain", Value: bson.D{{Key: "find", Value: c}, {Key: "filter", Value: bogus}}}}
+		}, 2},
+		{"explain delete", func(c string) bson.D {
+			return bson.D{{Key: "explain", Value: bson.D{{Key: "delete", Value: c}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bogus}, {Key: "limit", Value: 0}}}}}}}
+		}, 2},
 		{"findAndModify update operator", func(c string) bson.D {
 			return bson.D{{Key: "findAndModify", Value: c}, {Key: "query", Value: bson.D{}}, {Key: "update", Value: bson.D{{Key: "$bogus", Value: bson.D{{Key: "b", Value: 1}}}}}}
 		}, 9},

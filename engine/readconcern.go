@@ -119,11 +119,12 @@ func (rc *readConcern) String() string {
 
 // readConcernSupport is which levels a command accepts outside a
 // transaction (each command's supportsReadConcern in mongod 7.0): the
-// query commands take every level (count all but snapshot); writes and
-// every other command only "local".
+// query commands and the cursor commands take every level (count all but
+// snapshot, count_cmd.cpp); writes and every other command only "local"
+// (Command::supportsReadConcern's default).
 func readConcernSupport(cmd, level string) (bool, string) {
 	switch cmd {
-	case "find", "aggregate", "distinct":
+	case "find", "aggregate", "distinct", "getMore", "killCursors":
 		return true, ""
 	case "count":
 		if level == "snapshot" {
