@@ -391,6 +391,7 @@ func TestIssue12QueryLet(t *testing.T) {
 		{bson.D{{Key: "a-b", Value: 1}}, 16868, "'a-b' contains an invalid character for a variable name: '-'"},
 		{bson.D{{Key: "", Value: 1}}, 16866, "empty variable names are not allowed"},
 		{bson.D{{Key: "x", Value: "$$y"}}, 17276, "Use of undefined variable: y"},
+		{bson.D{{Key: "x", Value: bson.D{{Key: "$add", Value: bson.A{"$a", 1}}}}}, 4890500, "Command let Expression tried to access a field, but this is not allowed because command let expressions run before the query examines any documents."},
 		{int32(1), 14, "BSON field 'find.let' is the wrong type 'int', expected type 'object'"},
 	}
 	for _, b := range bad {

@@ -15,6 +15,7 @@ type readConcern struct {
 	level                           string // "" when not given
 	afterClusterTime, atClusterTime *bson.Timestamp
 	afterOpTime                     bool
+	provenance                      string // as given, or "clientSupplied"
 }
 
 // parseReadConcern parses readConcern as mongod's ReadConcernArgs::parse
@@ -64,6 +65,7 @@ func parseReadConcern(v any) (*readConcern, error) {
 			}
 			switch s {
 			case "clientSupplied", "implicitDefault", "customDefault", "getLastErrorDefaults", "internalWriteDefault":
+				rc.provenance = s
 			default:
 				return nil, mongoerr.New(mongoerr.BadValue, "Enumeration value '%s' for field 'ReadConcernArgs::parse.provenance' is not a valid value.", s)
 			}
@@ -113,7 +115,11 @@ func (rc *readConcern) String() string {
 	if rc.atClusterTime != nil {
 		parts = append(parts, fmt.Sprintf("atClusterTime: Timestamp(%d, %d)", rc.atClusterTime.T, rc.atClusterTime.I))
 	}
-	parts = append(parts, `provenance: "clientSupplied"`)
+	prov := rc.provenance
+	if prov == "" {
+		prov = "clientSupplied"
+	}
+	parts = append(parts, fmt.Sprintf("provenance: %q", prov))
 	return "{ readConcern: { " + strings.Join(parts, ", ") + " } }"
 }
 
