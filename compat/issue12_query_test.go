@@ -153,7 +153,8 @@ func TestIssue12QueryReadConcern(t *testing.T) {
 	}{
 		{"unknown level", find(lvl("bogus")), 9, "readConcern.level must be either 'local', 'majority', 'linearizable', 'available', or 'snapshot'"},
 		{"level not a string", find(bson.D{{Key: "level", Value: 1}}), 14, `"level" had the wrong type. Expected string, found int`},
-		{"not an object", find("majority"), 9, "readConcern field should be an object"},
+		{"not an object", bson.D{{Key: "ping", Value: 1}, {Key: "readConcern", Value: "majority"}}, 9, "readConcern field should be an object"},
+		{"not an object on find", find("majority"), 14, "BSON field 'find.readConcern' is the wrong type 'string', expected type 'object'"},
 		{"unknown field", find(bson.D{{Key: "level", Value: "local"}, {Key: "x", Value: 1}}), 72, "Unrecognized option in readConcern: x"},
 		{"afterClusterTime with available", find(bson.D{{Key: "level", Value: "available"}, {Key: "afterClusterTime", Value: bson.Timestamp{T: 1, I: 1}}}), 72, "afterClusterTime field can be set only if level is equal to majority, local, or snapshot"},
 		{"atClusterTime without snapshot", find(bson.D{{Key: "atClusterTime", Value: bson.Timestamp{T: 1, I: 1}}}), 72, "atClusterTime field can be set only if level is equal to snapshot"},
@@ -250,6 +251,15 @@ func TestIssue12QueryStableAPI(t *testing.T) {
 	eq(t, "stage message", errMsg(err), "$listLocalSessions is not allowed with 'apiStrict: true' in API Version 1")
 	_, err = c.Aggregate(e.ctx, bson.A{bson.D{{Key: "$collStats", Value: bson.D{{Key: "storageStats", Value: bson.D{}}}}}})
 	wantCode(t, err, 323, "APIStrictError")
+	// Fields the IDL marks unstable are refused too.
+	_, err = c.Find(e.ctx, bson.D{}, options.Find().SetNoCursorTimeout(true))
+	wantCode(t, err, 323, "APIStrictError")
+	eq(t, "unstable field message", errMsg(err), "BSON field 'find.noCursorTimeout' is not allowed with apiStrict:true.")
+	err = db.RunCommand(e.ctx, bson.D{{Key: "find", Value: "c"}, {Key: "returnKey", Value: true}}).Err()
+	wantCode(t, err, 323, "APIStrictError")
+	err = db.RunCommand(e.ctx, bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{}}, {Key: "explain", Value: true}}).Err()
+	wantCode(t, err, 323, "APIStrictError")
+	eq(t, "aggregate explain message", errMsg(err), "BSON field 'aggregate.explain' is not allowed with apiStrict:true.")
 	// The same without apiStrict runs.
 	loose := apiClient(e, options.ServerAPI(options.ServerAPIVersion1))
 	vals := loose.Database(e.db.Name()).Collection("c").Distinct(e.ctx, "a", bson.D{})
@@ -276,6 +286,8 @@ func TestIssue12QueryStableAPI(t *testing.T) {
 	}
 	e.run(bson.D{{Key: "ping", Value: 1}, {Key: "apiVersion", Value: "1"}, {Key: "apiDeprecationErrors", Value: true}})
 	e.run(bson.D{{Key: "ping", Value: 1}, {Key: "apiVersion", Value: "1"}, {Key: "apiStrict", Value: false}})
+	// null is no value, as in mongod's IDL parser.
+	e.run(bson.D{{Key: "ping", Value: 1}, {Key: "apiStrict", Value: nil}})
 	// listCommands says which commands are in API version 1.
 	lc := e.admin(bson.D{{Key: "listCommands", Value: 1}})
 	valEq(t, lc, "commands.find.apiVersions", bson.A{"1"})

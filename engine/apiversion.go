@@ -27,6 +27,20 @@ var apiStrictStages = map[string]bool{
 	"$searchMeta": true, "$vectorSearch": true, "$shardedDataDistribution": true,
 }
 
+// apiUnstableFields are the command fields whose IDL marks them
+// `unstable: true`: refused under apiStrict even though the command is in
+// API version 1 (find_command.idl, aggregate_command.idl, ...).
+var apiUnstableFields = map[string]map[string]bool{
+	"find": {"ntoreturn": true, "min": true, "max": true, "returnKey": true, "showRecordId": true,
+		"$queryOptions": true, "tailable": true, "oplogReplay": true, "noCursorTimeout": true, "awaitData": true,
+		"options": true, "term": true, "readOnce": true, "allowSpeculativeMajorityRead": true,
+		"$_requestResumeToken": true, "$_resumeAfter": true, "runtimeConstants": true, "collectionUUID": true},
+	"aggregate":       {"explain": true, "fromMongos": true, "needsMerge": true, "exchange": true, "runtimeConstants": true, "isMapReduceCommand": true, "collectionUUID": true},
+	"create":          {"autoIndexId": true},
+	"listCollections": {"includePendingDrops": true},
+	"listIndexes":     {"includeBuildUUIDs": true},
+}
+
 // apiCommandName is the name mongod reports for a command under the
 // Stable API: hello's legacy spellings are their own command there.
 func apiCommandName(sent string, c *Command) string {
@@ -51,6 +65,10 @@ func checkAPIParameters(r *Request, c *Command) error {
 	var version string
 	hasVersion, strict, hasStrict, hasDeprecation, deprecationErrors := false, false, false, false, false
 	for _, f := range r.Cmd {
+		switch f.Value.(type) {
+		case nil, bson.Undefined:
+			continue // IDL treats null and undefined as absent
+		}
 		switch f.Key {
 		case "apiVersion":
 			s, ok := f.Value.(string)
@@ -94,6 +112,13 @@ func checkAPIParameters(r *Request, c *Command) error {
 	}
 	if c.Write && r.Target() == "system.js" {
 		return mongoerr.New(mongoerr.APIStrictError, "Provided apiStrict:true, but the command %s attempts to write to system.js", name)
+	}
+	if unstable := apiUnstableFields[name]; unstable != nil {
+		for _, f := range r.Cmd[1:] {
+			if unstable[f.Key] {
+				return mongoerr.New(mongoerr.APIStrictError, "BSON field '%s.%s' is not allowed with apiStrict:true.", name, f.Key)
+			}
+		}
 	}
 	switch name {
 	case "aggregate":

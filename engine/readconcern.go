@@ -150,6 +150,11 @@ func checkReadConcern(r *Request, cmd string) error {
 	if !ok {
 		return nil
 	}
+	if _, isDoc := v.(bson.D); !isDoc && v != nil && cmd == "find" {
+		// find_command.idl types readConcern as an object; the IDL parser
+		// checks it before the generic read concern parsing.
+		return mongoerr.New(mongoerr.TypeMismatch, "BSON field 'find.readConcern' is the wrong type '%s', expected type 'object'", bsonx.TypeName(v))
+	}
 	rc, err := parseReadConcern(v)
 	if err != nil {
 		return err
