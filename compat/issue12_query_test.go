@@ -140,6 +140,7 @@ func TestIssue12QueryReadConcern(t *testing.T) {
 		}
 	}
 	e.run(find(bson.D{}))
+	e.run(bson.D{{Key: "explain", Value: bson.D{{Key: "find", Value: "c"}}}, {Key: "readConcern", Value: lvl("majority")}})
 	// Through the driver's own readConcern option.
 	coll := e.db.Collection("c", options.Collection().SetReadConcern(readconcern.Majority()))
 	n, err := coll.CountDocuments(e.ctx, bson.D{})
@@ -165,6 +166,7 @@ func TestIssue12QueryReadConcern(t *testing.T) {
 		{"snapshot count", bson.D{{Key: "count", Value: "c"}, {Key: "readConcern", Value: lvl("snapshot")}}, 72, `Command count does not support { readConcern: { level: "snapshot", provenance: "clientSupplied" } } :: caused by :: read concern snapshot not supported`},
 		{"snapshot insert outside a transaction", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 2}}}}, {Key: "readConcern", Value: lvl("snapshot")}}, 72, `Command insert does not support { readConcern: { level: "snapshot", provenance: "clientSupplied" } } :: caused by :: read concern not supported`},
 		{"majority on a write", bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "limit", Value: 0}}}}, {Key: "readConcern", Value: lvl("majority")}}, 72, `Command delete does not support { readConcern: { level: "majority", provenance: "clientSupplied" } } :: caused by :: read concern not supported`},
+		{"majority on explain of a write", bson.D{{Key: "explain", Value: bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "limit", Value: 0}}}}}}, {Key: "readConcern", Value: lvl("majority")}}, 72, `Command explain does not support { readConcern: { level: "majority", provenance: "clientSupplied" } } :: caused by :: read concern not supported`},
 		{"majority on ping", bson.D{{Key: "ping", Value: 1}, {Key: "readConcern", Value: lvl("majority")}}, 72, `Command ping does not support { readConcern: { level: "majority", provenance: "clientSupplied" } } :: caused by :: read concern not supported`},
 	}
 	for _, c := range cases {

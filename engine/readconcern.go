@@ -160,12 +160,19 @@ func checkReadConcern(r *Request, cmd string) error {
 		return err
 	}
 	level := rc.effectiveLevel()
+	supportOf := cmd
+	if inner, ok := r.Cmd[0].Value.(bson.D); ok && cmd == "explain" && len(inner) > 0 {
+		// explain supports what the explained command supports.
+		if ic := LookupCommand(inner[0].Key); ic != nil {
+			supportOf = ic.Name
+		}
+	}
 	if rc.level != "" {
-		if ok, why := readConcernSupport(cmd, level); !ok {
+		if ok, why := readConcernSupport(supportOf, level); !ok {
 			return mongoerr.New(mongoerr.InvalidOptions, "Command %s does not support %s :: caused by :: %s", cmd, rc, why)
 		}
 	}
-	if ok, _ := readConcernSupport(cmd, level); !ok {
+	if ok, _ := readConcernSupport(supportOf, level); !ok {
 		return nil // no level given on a command without read concern support
 	}
 	switch {
