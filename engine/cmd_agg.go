@@ -154,6 +154,9 @@ func (e *Engine) aggInput(r *Request, coll string, p *agg.Pipeline, hint any, us
 	pre, rest := p.Split()
 	c := e.cat.Get(r.DB, coll)
 	if c == nil {
+		if err := validateQuery(&querySpec{filter: pre.Filter, sort: pre.Sort}); err != nil {
+			return nil, nil, nil, err
+		}
 		return agg.Slice(nil), nil, rest, nil
 	}
 	q := &querySpec{filter: pre.Filter, sort: pre.Sort, skip: pre.Skip, hint: hint, allowDiskUse: boolArg(r, "allowDiskUse")}

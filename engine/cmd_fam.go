@@ -11,7 +11,7 @@ import (
 var famFields = map[string]bool{
 	"findAndModify": true, "findandmodify": true, "query": true, "sort": true, "remove": true, "update": true,
 	"new": true, "fields": true, "upsert": true, "arrayFilters": true, "bypassDocumentValidation": true,
-	"hint": true, "collation": true, "bypassEmptyTsReplacement": true, "let": false,
+	"hint": true, "collation": true, "bypassEmptyTsReplacement": true, "let": true,
 }
 
 // cmdFindAndModify finds one document (the first in sort order), then
@@ -21,6 +21,9 @@ var famFields = map[string]bool{
 // gets a different document.
 func cmdFindAndModify(e *Engine, r *Request) (bson.D, error) {
 	if err := checkFields(r, famFields); err != nil {
+		return nil, err
+	}
+	if err := e.applyLet(r, map[string]bool{"query": false, "fields": true, "update": true}); err != nil {
 		return nil, err
 	}
 	coll, err := collName(r)
@@ -78,6 +81,8 @@ func cmdFindAndModify(e *Engine, r *Request) (bson.D, error) {
 			if n, err = c.deleteMatching(r, q, true, &got); err != nil {
 				return nil, err
 			}
+		} else if err := validateQuery(q); err != nil {
+			return nil, err
 		}
 		v, err := render(got)
 		if err != nil {

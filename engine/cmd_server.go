@@ -560,7 +560,7 @@ func cmdListCommands(e *Engine, r *Request) (bson.D, error) {
 			{Key: "requiresAuth", Value: false},
 			{Key: "secondaryOk", Value: true},
 			{Key: "adminOnly", Value: en.c.AdminOnly},
-			{Key: "apiVersions", Value: bson.A{}},
+			{Key: "apiVersions", Value: apiVersionsOf(en.name)},
 			{Key: "deprecatedApiVersions", Value: bson.A{}},
 		}})
 	}

@@ -131,11 +131,14 @@ func rawDocuments(r *Request, n int) []bson.Raw {
 	return out
 }
 
-var updateFields = map[string]bool{"update": true, "updates": true, "ordered": true, "bypassDocumentValidation": true, "bypassEmptyTsReplacement": true, "let": false}
-var updateStmtFields = map[string]bool{"q": true, "u": true, "multi": true, "upsert": true, "arrayFilters": true, "hint": true, "collation": true, "c": false}
+var updateFields = map[string]bool{"update": true, "updates": true, "ordered": true, "bypassDocumentValidation": true, "bypassEmptyTsReplacement": true, "let": true}
+var updateStmtFields = map[string]bool{"q": true, "u": true, "multi": true, "upsert": true, "arrayFilters": true, "hint": true, "collation": true, "c": true}
 
 func cmdUpdate(e *Engine, r *Request) (bson.D, error) {
 	if err := checkFields(r, updateFields); err != nil {
+		return nil, err
+	}
+	if err := e.applyStatementLet(r, "updates"); err != nil {
 		return nil, err
 	}
 	coll, err := collName(r)
@@ -233,6 +236,9 @@ func (e *Engine) updateStatement(r *Request, coll string, st bson.D) (*updateRes
 	if err != nil {
 		return nil, err
 	}
+	if _, hasC := bsonx.Get(st, "c"); hasC && !upd.IsPipeline() {
+		return nil, mongoerr.New(51198, "Constant values may only be specified for pipeline updates")
+	}
 	if multi && upd.IsReplacement() {
 		return nil, mongoerr.New(mongoerr.FailedToParse, "multi update is not supported for replacement-style update")
 	}
@@ -263,7 +269,7 @@ func (e *Engine) applyUpdate(r *Request, coll string, q *querySpec, upd *update.
 			return nil, err
 		}
 	} else if c = e.cat.Get(r.DB, coll); c == nil {
-		return &updateResult{}, nil
+		return &updateResult{}, validateQuery(q)
 	}
 	held := false
 	if upsert {
@@ -385,11 +391,14 @@ func checkIDUnchanged(before, after bson.D) error {
 	return nil
 }
 
-var deleteFields = map[string]bool{"delete": true, "deletes": true, "ordered": true, "bypassDocumentValidation": true, "bypassEmptyTsReplacement": true, "let": false}
+var deleteFields = map[string]bool{"delete": true, "deletes": true, "ordered": true, "bypassDocumentValidation": true, "bypassEmptyTsReplacement": true, "let": true}
 var deleteStmtFields = map[string]bool{"q": true, "limit": true, "hint": true, "collation": true}
 
 func cmdDelete(e *Engine, r *Request) (bson.D, error) {
 	if err := checkFields(r, deleteFields); err != nil {
+		return nil, err
+	}
+	if err := e.applyStatementLet(r, "deletes"); err != nil {
 		return nil, err
 	}
 	coll, err := collName(r)
@@ -429,6 +438,12 @@ func cmdDelete(e *Engine, r *Request) (bson.D, error) {
 			return nil, mongoerr.New(mongoerr.FailedToParse, "The limit field in delete objects must be 0 or 1. Got %v", lv)
 		}
 		if c == nil {
+			if werr := validateQuery(&querySpec{filter: q}); werr != nil {
+				errs = append(errs, mongoerr.From(werr).WriteError(i))
+				if ordered {
+					break
+				}
+			}
 			continue
 		}
 		hint := hintValue(bsonx.Get(st, "hint"))

@@ -163,6 +163,9 @@ func (e *Engine) dispatch(r *Request) (bson.D, error) {
 		return nil, mongoerr.New(mongoerr.FailedToParse, "OP_MSG requests require a $db argument")
 	}
 	r.DB = dbs
+	if err := checkAPIParameters(r, c); err != nil {
+		return nil, err
+	}
 	if c.AdminOnly && dbs != "admin" {
 		return nil, mongoerr.New(mongoerr.Unauthorized, "%s may only be run against the admin database.", c.Name)
 	}
@@ -176,6 +179,9 @@ func (e *Engine) dispatch(r *Request) (bson.D, error) {
 		}
 	}
 	if err := checkWriteConcern(r); err != nil {
+		return nil, err
+	}
+	if err := checkReadConcern(r, c.Name); err != nil {
 		return nil, err
 	}
 	e.countOp(c.Name)

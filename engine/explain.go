@@ -123,6 +123,9 @@ func cmdExplain(e *Engine, r *Request) (bson.D, error) {
 	var winning bson.D
 	var execStats bson.D
 	if c == nil {
+		if err := validateQuery(q); err != nil {
+			return nil, err
+		}
 		winning = bson.D{{Key: "stage", Value: "EOF"}}
 		execStats = bson.D{{Key: "executionSuccess", Value: true}, {Key: "nReturned", Value: int32(0)}, {Key: "executionTimeMillis", Value: int32(0)},
 			{Key: "totalKeysExamined", Value: int32(0)}, {Key: "totalDocsExamined", Value: int32(0)}, {Key: "executionStages", Value: winning}}

@@ -251,7 +251,7 @@ var findFields = map[string]bool{
 	"batchSize": true, "singleBatch": true, "hint": true, "comment": true, "maxTimeMS": true,
 	"readConcern": true, "max": false, "min": false, "returnKey": false, "showRecordId": false,
 	"tailable": false, "oplogReplay": true, "noCursorTimeout": true, "awaitData": false,
-	"allowPartialResults": true, "collation": true, "allowDiskUse": true, "let": false, "$db": true,
+	"allowPartialResults": true, "collation": true, "allowDiskUse": true, "let": true, "$db": true,
 }
 
 func init() {
@@ -403,6 +403,9 @@ func cmdFind(e *Engine, r *Request) (bson.D, error) {
 	if err := checkFields(r, findFields); err != nil {
 		return nil, err
 	}
+	if err := e.applyLet(r, map[string]bool{"filter": false, "projection": true}); err != nil {
+		return nil, err
+	}
 	coll, err := collName(r)
 	if err != nil {
 		return nil, err
@@ -426,6 +429,9 @@ func cmdFind(e *Engine, r *Request) (bson.D, error) {
 	ns := r.DB + "." + coll
 	c := e.cat.Get(r.DB, coll)
 	if c == nil {
+		if err := validateQuery(q); err != nil {
+			return nil, err
+		}
 		return cursorReply("firstBatch", bson.A{}, 0, ns), nil
 	}
 	cq, err := c.compileQuery(r, q)
@@ -549,6 +555,9 @@ func cmdCount(e *Engine, r *Request) (bson.D, error) {
 	q.hint = hintValue(r.Arg("hint"))
 	c := e.cat.Get(r.DB, coll)
 	if c == nil {
+		if err := validateQuery(q); err != nil {
+			return nil, err
+		}
 		return bson.D{{Key: "n", Value: int32(0)}}, nil
 	}
 	n, _, err := c.count(r, q)
@@ -616,6 +625,9 @@ func cmdDistinct(e *Engine, r *Request) (bson.D, error) {
 	c := e.cat.Get(r.DB, coll)
 	values := bson.A{}
 	if c == nil {
+		if err := validateQuery(&querySpec{filter: filter}); err != nil {
+			return nil, err
+		}
 		return bson.D{{Key: "values", Value: values}}, nil
 	}
 	values, _, err = c.distinct(r, key, filter)

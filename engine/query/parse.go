@@ -95,6 +95,11 @@ func (p *parser) parseTopLevel(key string, v any, depth int) (node, error) {
 		return norNode(kids), nil
 	case "$comment":
 		return nil, nil
+	case "$id", "$ref", "$db":
+		// DBRef fields (mongod's parseDBRef): an equality on the field of
+		// that name, whatever the value, e.g. inside
+		// {members: {$elemMatch: {$id: oid}}}.
+		return newEq(newFieldPath(key), v)
 	case "$expr":
 		e, err := expr.Compile(v)
 		if err != nil {
@@ -120,18 +125,38 @@ func (p *parser) parseTopLevel(key string, v any, depth int) (node, error) {
 }
 
 // isOperatorDoc reports whether a field's value is an operator document
-// ({$gt: 1}) rather than a literal to compare with. DBRefs ({$ref, $id})
-// are literals.
+// ({$gt: 1}) rather than a literal to compare with. DBRefs (documents with
+// both $ref and $id) are literals; an incomplete one ({$id: 1}) is an
+// operator document, as in mongod's isExpressionDocument(e, false).
 func isOperatorDoc(v any) (bson.D, bool) {
 	d, ok := v.(bson.D)
 	if !ok || len(d) == 0 || !strings.HasPrefix(d[0].Key, "$") {
 		return nil, false
 	}
-	switch d[0].Key {
-	case "$ref", "$id", "$db":
+	if isDBRefDoc(d, false) {
 		return nil, false
 	}
 	return d, true
+}
+
+// isDBRefDoc is mongod's isDBRefDocument: a document with $ref and $id
+// (with allowIncomplete, with any of $ref, $id or $db).
+func isDBRefDoc(d bson.D, allowIncomplete bool) bool {
+	var hasRef, hasID, hasDB bool
+	for _, e := range d {
+		switch e.Key {
+		case "$ref":
+			hasRef = true
+		case "$id":
+			hasID = true
+		case "$db":
+			hasDB = true
+		}
+	}
+	if allowIncomplete {
+		return hasRef || hasID || hasDB
+	}
+	return hasRef && hasID
 }
 
 func (p *parser) parseField(fp fieldPath, v any, depth int) (node, error) {
@@ -557,7 +582,7 @@ func (p *parser) parseElemMatch(fp fieldPath, v any, depth int) (node, error) {
 	if depth+1 > maxDepth {
 		return nil, badValue("exceeded maximum query tree depth of %d", maxDepth)
 	}
-	if ops, ok := isOperatorDoc(d); ok && !pathlessOps[ops[0].Key] {
+	if ops, ok := isOperatorDoc(d); ok && !pathlessOps[ops[0].Key] && !isDBRefDoc(d, true) {
 		nodes, err := p.parseOps(fieldPath{}, ops, depth+1)
 		if err != nil {
 			return nil, err
