@@ -56,3 +56,38 @@ func TestIssue12TTLFindAndModifyFieldsTS(t *testing.T) {
 	noErr(t, err, "findAndModify upsert, fields {_ts: 1, u: 1}")
 	docEq(t, raw, bson.D{{Key: "_id", Value: int32(3)}, {Key: "u", Value: int32(1)}, {Key: "_ts", Value: t3}})
 }
+
+// $lookup and $unionWith sub-pipelines can use _ts like the top level
+// ($match/$sort/$project on the foreign collection's _ts), and their
+// results carry it only when a projection names it.
+func TestIssue12TTLSubPipelinesTS(t *testing.T) {
+	mayflyOnly(t)
+	e := newClockEnv(t)
+	t0 := e.now().Unix()
+	e.insert("c", bson.D{{Key: "_id", Value: 1}, {Key: "t", Value: t0 + 5}})
+	e.insert("f", bson.D{{Key: "_id", Value: 10}})
+	e.advance(5 * sec)
+	e.insert("f", bson.D{{Key: "_id", Value: 11}})
+	recent := bson.A{bson.D{{Key: "$match", Value: bson.D{{Key: "_ts", Value: bson.D{{Key: "$gte", Value: t0 + 5}}}}}}}
+
+	got := e.aggregate("c", bson.A{bson.D{{Key: "$lookup", Value: bson.D{{Key: "from", Value: "f"}, {Key: "pipeline", Value: recent}, {Key: "as", Value: "x"}}}}})
+	docsEq(t, got, bson.D{{Key: "_id", Value: int32(1)}, {Key: "t", Value: t0 + 5}, {Key: "x", Value: bson.A{bson.D{{Key: "_id", Value: int32(11)}}}}})
+
+	got = e.aggregate("c", bson.A{bson.D{{Key: "$project", Value: bson.D{{Key: "t", Value: 0}}}},
+		bson.D{{Key: "$unionWith", Value: bson.D{{Key: "coll", Value: "f"}, {Key: "pipeline", Value: recent}}}}})
+	docsEq(t, got, bson.D{{Key: "_id", Value: int32(1)}}, bson.D{{Key: "_id", Value: int32(11)}})
+
+	// Named by a projection inside the sub-pipeline: returned.
+	sorted := bson.A{bson.D{{Key: "$sort", Value: bson.D{{Key: "_ts", Value: -1}}}}, bson.D{{Key: "$project", Value: bson.D{{Key: "_ts", Value: 1}}}}}
+	got = e.aggregate("c", bson.A{bson.D{{Key: "$lookup", Value: bson.D{{Key: "from", Value: "f"}, {Key: "pipeline", Value: sorted}, {Key: "as", Value: "x"}}}}, bson.D{{Key: "$project", Value: bson.D{{Key: "x", Value: 1}}}}})
+	docsEq(t, got, bson.D{{Key: "_id", Value: int32(1)}, {Key: "x", Value: bson.A{
+		bson.D{{Key: "_id", Value: int32(11)}, {Key: "_ts", Value: t0 + 5}},
+		bson.D{{Key: "_id", Value: int32(10)}, {Key: "_ts", Value: t0}}}}})
+
+	// The equality form joining on the foreign _ts, and let over the local _ts.
+	got = e.aggregate("c", bson.A{bson.D{{Key: "$lookup", Value: bson.D{{Key: "from", Value: "f"}, {Key: "localField", Value: "t"}, {Key: "foreignField", Value: "_ts"}, {Key: "as", Value: "x"}}}}})
+	docsEq(t, got, bson.D{{Key: "_id", Value: int32(1)}, {Key: "t", Value: t0 + 5}, {Key: "x", Value: bson.A{bson.D{{Key: "_id", Value: int32(11)}}}}})
+	same := bson.A{bson.D{{Key: "$match", Value: bson.D{{Key: "$expr", Value: bson.D{{Key: "$eq", Value: bson.A{"$_ts", "$$lt"}}}}}}}}
+	got = e.aggregate("c", bson.A{bson.D{{Key: "$lookup", Value: bson.D{{Key: "from", Value: "f"}, {Key: "let", Value: bson.D{{Key: "lt", Value: "$_ts"}}}, {Key: "pipeline", Value: same}, {Key: "as", Value: "x"}}}}})
+	docsEq(t, got, bson.D{{Key: "_id", Value: int32(1)}, {Key: "t", Value: t0 + 5}, {Key: "x", Value: bson.A{bson.D{{Key: "_id", Value: int32(10)}}}}})
+}

@@ -69,7 +69,11 @@ func cmdAggregate(e *Engine, r *Request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := agg.Parse(pipeline, agg.Options{Let: let, AllowDiskUse: boolArg(r, "allowDiskUse"), DB: r.DB, Coll: coll, Now: e.Now()})
+	opts := agg.Options{Let: let, AllowDiskUse: boolArg(r, "allowDiskUse"), DB: r.DB, Coll: coll, Now: e.Now()}
+	if containsKey(pipeline, "_ts") {
+		opts.Hidden = "_ts" // spec §5.2: usable by the stages, returned only when named
+	}
+	p, err := agg.Parse(pipeline, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +86,7 @@ func cmdAggregate(e *Engine, r *Request) (bson.D, error) {
 	}
 	hint := hintValue(r.Arg("hint"))
 	env := &aggEnv{e: e, r: r}
-	input, cq, rest, err := e.aggInput(r, coll, p, hint, containsKey(bson.D{{Key: "p", Value: pipeline}}, "_ts"))
+	input, cq, rest, err := e.aggInput(r, coll, p, hint, p.ReadsHidden())
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +100,7 @@ func cmdAggregate(e *Engine, r *Request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	src := &aggSource{it: it, ctx: r.Ctx, strip: cq != nil && cq.withTS && !pipelineProjectsTS(pipeline)}
+	src := &aggSource{it: it, ctx: r.Ctx}
 	cur := &cursor{ns: ns, src: src, remaining: -1}
 	if p.IsWrite() {
 		batch, _, err := fillBatch(r, cur, 0)
@@ -130,18 +134,6 @@ func firstStage(p *agg.Pipeline) string {
 		return names[0]
 	}
 	return "[]"
-}
-
-// pipelineProjectsTS: a stage other than $match/$sort names _ts, so the
-// user asked for it in the output (spec §5.2).
-func pipelineProjectsTS(pipeline bson.A) bool {
-	for _, s := range pipeline {
-		d, _ := s.(bson.D)
-		if len(d) == 1 && d[0].Key != "$match" && d[0].Key != "$sort" && containsKey(bson.D{d[0]}, "_ts") {
-			return true
-		}
-	}
-	return false
 }
 
 // aggInput pushes the pipeline's leading $match/$sort/$skip/$limit into a
@@ -254,9 +246,8 @@ func (q *queryIter) Close() {
 
 // aggSource adapts a pipeline's output to a cursor's docSource.
 type aggSource struct {
-	it    agg.Iterator
-	ctx   context.Context
-	strip bool
+	it  agg.Iterator
+	ctx context.Context
 }
 
 func (s *aggSource) next() (bson.Raw, error) {
@@ -267,9 +258,6 @@ func (s *aggSource) next() (bson.Raw, error) {
 	d, ok, err := s.it.Next(ctx)
 	if err != nil || !ok {
 		return nil, err
-	}
-	if s.strip {
-		d = stripTS(d)
 	}
 	return bson.Marshal(d)
 }
@@ -283,8 +271,19 @@ type aggEnv struct {
 }
 
 // Scan yields the live documents of db.coll matching filter: $lookup and
-// $unionWith never see expired documents (spec §6.1).
+// $unionWith never see expired documents (spec §6.1). A filter may name
+// _ts; the documents never carry it.
 func (a *aggEnv) Scan(ctx context.Context, db, coll string, filter bson.D) (agg.Iterator, error) {
+	return a.scan(db, coll, filter, false)
+}
+
+// ScanHidden is Scan with _ts in every document, for sub-pipelines that
+// use it (agg.HiddenScanner).
+func (a *aggEnv) ScanHidden(ctx context.Context, db, coll string, filter bson.D) (agg.Iterator, error) {
+	return a.scan(db, coll, filter, true)
+}
+
+func (a *aggEnv) scan(db, coll string, filter bson.D, withTS bool) (agg.Iterator, error) {
 	c := a.e.cat.Get(db, coll)
 	if c == nil {
 		return agg.Slice(nil), nil
@@ -293,7 +292,19 @@ func (a *aggEnv) Scan(ctx context.Context, db, coll string, filter bson.D) (agg.
 	if err != nil {
 		return nil, err
 	}
-	return newQueryIter(cq), nil
+	if withTS || !cq.withTS {
+		cq.withTS = cq.withTS || withTS
+		return newQueryIter(cq), nil
+	}
+	return &stripTSIter{newQueryIter(cq)}, nil
+}
+
+// stripTSIter drops the _ts a scan's filter needed.
+type stripTSIter struct{ agg.Iterator }
+
+func (s *stripTSIter) Next(ctx context.Context) (bson.D, bool, error) {
+	d, ok, err := s.Iterator.Next(ctx)
+	return stripTS(d), ok, err
 }
 
 func (a *aggEnv) Insert(ctx context.Context, db, coll string, doc bson.D) error {

@@ -4,10 +4,12 @@ package engine_test
 // now fixed (uses helpers of ttl_review_test.go).
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
@@ -32,5 +34,24 @@ func TestReviewFindAndModifyTS(t *testing.T) {
 	c.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "y", Value: 1}}}}).Decode(&got)
 	if len(got) != 1 {
 		t.Fatalf("_ts not hidden: %v", got)
+	}
+}
+
+func TestReviewSubpipelinesTS(t *testing.T) {
+	ts := startServer(t)
+	c := ts.db("r24").Collection("c")
+	f := ts.db("r24").Collection("f")
+	c.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}})
+	f.InsertOne(ctx, bson.D{{Key: "_id", Value: 10}})
+	ts.clock.Advance(5 * time.Second)
+	f.InsertOne(ctx, bson.D{{Key: "_id", Value: 11}})
+	recent := bson.A{bson.D{{Key: "$match", Value: bson.D{{Key: "_ts", Value: bson.D{{Key: "$gte", Value: t0.Unix() + 5}}}}}}}
+	got := rvAgg(t, c, mongo.Pipeline{{{Key: "$lookup", Value: bson.D{{Key: "from", Value: "f"}, {Key: "pipeline", Value: recent}, {Key: "as", Value: "x"}}}}})
+	if len(got) != 1 || fmt.Sprint(m(got[0])["x"]) != `[{"_id":{"$numberInt":"11"}}]` || rvHasTS(got) {
+		t.Errorf("$lookup sub-pipeline $match on _ts: %v, want [{_id: 1, x: [{_id: 11}]}]", got)
+	}
+	got = rvAgg(t, c, mongo.Pipeline{{{Key: "$unionWith", Value: bson.D{{Key: "coll", Value: "f"}, {Key: "pipeline", Value: recent}}}}})
+	if fmt.Sprint(ids(got)) != "[1 11]" || rvHasTS(got) {
+		t.Errorf("$unionWith sub-pipeline $match on _ts: %v, want [{_id: 1}, {_id: 11}]", got)
 	}
 }
