@@ -91,3 +91,29 @@ func TestIssue12TTLSubPipelinesTS(t *testing.T) {
 	got = e.aggregate("c", bson.A{bson.D{{Key: "$lookup", Value: bson.D{{Key: "from", Value: "f"}, {Key: "let", Value: bson.D{{Key: "lt", Value: "$_ts"}}}, {Key: "pipeline", Value: same}, {Key: "as", Value: "x"}}}}})
 	docsEq(t, got, bson.D{{Key: "_id", Value: int32(1)}, {Key: "t", Value: t0 + 5}, {Key: "x", Value: bson.A{bson.D{{Key: "_id", Value: int32(10)}}}}})
 }
+
+// _ts used by $match/$sort does not leak into documents built from whole
+// documents: $facet results, $push of $$ROOT, $replaceRoot with $$ROOT.
+// A stage that names _ts as its own output field still returns it.
+func TestIssue12TTLNoLeakThroughFacetAndRoot(t *testing.T) {
+	mayflyOnly(t)
+	e := newClockEnv(t)
+	t0 := e.now().Unix()
+	e.insert("f", bson.D{{Key: "_id", Value: 10}})
+	e.advance(5 * sec)
+	e.insert("f", bson.D{{Key: "_id", Value: 11}})
+	recent := bson.D{{Key: "$match", Value: bson.D{{Key: "_ts", Value: bson.D{{Key: "$gte", Value: t0 + 5}}}}}}
+	byTS := bson.D{{Key: "$sort", Value: bson.D{{Key: "_ts", Value: -1}}}}
+	d10, d11 := bson.D{{Key: "_id", Value: int32(10)}}, bson.D{{Key: "_id", Value: int32(11)}}
+
+	docsEq(t, e.aggregate("f", bson.A{bson.D{{Key: "$facet", Value: bson.D{{Key: "a", Value: bson.A{recent}}, {Key: "b", Value: bson.A{byTS}}, {Key: "c", Value: bson.A{bson.D{{Key: "$count", Value: "n"}}}}}}}}),
+		bson.D{{Key: "a", Value: bson.A{d11}}, {Key: "b", Value: bson.A{d11, d10}}, {Key: "c", Value: bson.A{bson.D{{Key: "n", Value: int32(2)}}}}})
+	docsEq(t, e.aggregate("f", bson.A{recent, bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil}, {Key: "docs", Value: bson.D{{Key: "$push", Value: "$$ROOT"}}}}}}}),
+		bson.D{{Key: "_id", Value: nil}, {Key: "docs", Value: bson.A{d11}}})
+	docsEq(t, e.aggregate("f", bson.A{byTS, bson.D{{Key: "$replaceRoot", Value: bson.D{{Key: "newRoot", Value: bson.D{{Key: "d", Value: "$$ROOT"}}}}}}}),
+		bson.D{{Key: "d", Value: d11}}, bson.D{{Key: "d", Value: d10}})
+	docsEq(t, e.aggregate("f", bson.A{bson.D{{Key: "$match", Value: bson.D{{Key: "_id", Value: 10}}}}, bson.D{{Key: "$addFields", Value: bson.D{{Key: "age", Value: bson.D{{Key: "$subtract", Value: bson.A{t0 + 5, "$_ts"}}}}}}}}),
+		bson.D{{Key: "_id", Value: int32(10)}, {Key: "age", Value: int64(5)}})
+	docsEq(t, e.aggregate("f", bson.A{byTS, bson.D{{Key: "$project", Value: bson.D{{Key: "_id", Value: 0}, {Key: "_ts", Value: 1}}}}, bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil}, {Key: "all", Value: bson.D{{Key: "$push", Value: "$$ROOT"}}}}}}}),
+		bson.D{{Key: "_id", Value: nil}, {Key: "all", Value: bson.A{bson.D{{Key: "_ts", Value: t0 + 5}}, bson.D{{Key: "_ts", Value: t0}}}}})
+}

@@ -55,3 +55,21 @@ func TestReviewSubpipelinesTS(t *testing.T) {
 		t.Errorf("$unionWith sub-pipeline $match on _ts: %v, want [{_id: 1}, {_id: 11}]", got)
 	}
 }
+
+func TestReviewTSLeaksWithoutProjection(t *testing.T) {
+	ts := startServer(t)
+	f := ts.db("r25").Collection("f")
+	f.InsertOne(ctx, bson.D{{Key: "_id", Value: 10}})
+	ts.clock.Advance(5 * time.Second)
+	f.InsertOne(ctx, bson.D{{Key: "_id", Value: 11}})
+	recent := bson.D{{Key: "$match", Value: bson.D{{Key: "_ts", Value: bson.D{{Key: "$gte", Value: t0.Unix() + 5}}}}}}
+	for i, p := range []mongo.Pipeline{
+		{{{Key: "$facet", Value: bson.D{{Key: "a", Value: bson.A{recent}}}}}},
+		{recent, {{Key: "$group", Value: bson.D{{Key: "_id", Value: nil}, {Key: "docs", Value: bson.D{{Key: "$push", Value: "$$ROOT"}}}}}}},
+		{{{Key: "$sort", Value: bson.D{{Key: "_ts", Value: -1}}}}, {{Key: "$replaceRoot", Value: bson.D{{Key: "newRoot", Value: bson.D{{Key: "d", Value: "$$ROOT"}}}}}}},
+	} {
+		if got := rvAgg(t, f, p); rvHasTS(got) {
+			t.Errorf("pipeline %d: _ts returned without a projection naming it: %v", i, got)
+		}
+	}
+}
