@@ -117,3 +117,49 @@ func TestIssue12TTLNoLeakThroughFacetAndRoot(t *testing.T) {
 	docsEq(t, e.aggregate("f", bson.A{byTS, bson.D{{Key: "$project", Value: bson.D{{Key: "_id", Value: 0}, {Key: "_ts", Value: 1}}}}, bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil}, {Key: "all", Value: bson.D{{Key: "$push", Value: "$$ROOT"}}}}}}}),
 		bson.D{{Key: "_id", Value: nil}, {Key: "all", Value: bson.A{bson.D{{Key: "_ts", Value: t0 + 5}}, bson.D{{Key: "_ts", Value: t0}}}}})
 }
+
+// The _ts index listIndexes shows while DefaultTTL is set can be hinted,
+// by name (its own name too) or key pattern, in find, count, aggregate,
+// update and delete; once TTL is off it no longer exists for hints.
+func TestIssue12TTLHintTSIndex(t *testing.T) {
+	mayflyOnly(t)
+	e := newClockEnv(t)
+	e.create("c", dttl(100))
+	e.insert("c", bson.D{{Key: "_id", Value: 1}})
+	e.advance(5 * sec)
+	e.insert("c", bson.D{{Key: "_id", Value: 2}}, bson.D{{Key: "_id", Value: 3}, {Key: "ttl", Value: 1}})
+	e.advance(sec) // _id 3 expired
+	d1, d2 := bson.D{{Key: "_id", Value: int32(1)}}, bson.D{{Key: "_id", Value: int32(2)}}
+	byTS := options.Find().SetSort(bson.D{{Key: "_ts", Value: -1}})
+	docsEq(t, e.find("c", bson.D{{Key: "_ts", Value: bson.D{{Key: "$gte", Value: 0}}}}, byTS.SetHint("_ts_1")), d2, d1)
+	docsEq(t, e.find("c", bson.D{}, options.Find().SetHint(bson.D{{Key: "_ts", Value: 1}}).SetSort(bson.D{{Key: "_id", Value: 1}})), d1, d2)
+	n, err := e.coll("c").CountDocuments(e.ctx, bson.D{}, options.Count().SetHint("_ts_1"))
+	noErr(t, err, "countDocuments hint _ts_1")
+	eq(t, "countDocuments hint _ts_1", n, int64(2))
+	cur, err := e.coll("c").Aggregate(e.ctx, bson.A{bson.D{{Key: "$sort", Value: bson.D{{Key: "_ts", Value: 1}}}}}, options.Aggregate().SetHint("_ts_1"))
+	noErr(t, err, "aggregate hint _ts_1")
+	var got []bson.Raw
+	noErr(t, cur.All(e.ctx, &got), "aggregate hint _ts_1")
+	docsEq(t, got, d1, d2)
+	res, err := e.coll("c").UpdateMany(e.ctx, bson.D{}, bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 1}}}}, options.UpdateMany().SetHint(bson.D{{Key: "_ts", Value: 1}}))
+	noErr(t, err, "updateMany hint {_ts: 1}")
+	eq(t, "updateMany matched", res.MatchedCount, int64(2))
+	dres, err := e.coll("c").DeleteOne(e.ctx, bson.D{{Key: "_id", Value: 2}}, options.DeleteOne().SetHint("_ts_1"))
+	noErr(t, err, "deleteOne hint _ts_1")
+	eq(t, "deleteOne deleted", dres.DeletedCount, int64(1))
+
+	// A custom name for the _ts index is the name hints use.
+	e.create("named")
+	e.run(bson.D{{Key: "createIndexes", Value: "named"}, {Key: "indexes", Value: bson.A{bson.D{{Key: "key", Value: bson.D{{Key: "_ts", Value: 1}}}, {Key: "name", Value: "expiry"}, {Key: "expireAfterSeconds", Value: 100}}}}})
+	e.insert("named", bson.D{{Key: "_id", Value: 1}})
+	docsEq(t, e.find("named", bson.D{}, options.Find().SetHint("expiry")), d1)
+	_, err = e.coll("named").Find(e.ctx, bson.D{}, options.Find().SetHint("_ts_1"))
+	wantCode(t, err, 2, "BadValue")
+
+	// TTL off: no _ts index to hint.
+	e.run(bson.D{{Key: "collMod", Value: "c"}, {Key: "defaultTimeToLive", Value: nil}})
+	_, err = e.coll("c").Find(e.ctx, bson.D{}, options.Find().SetHint("_ts_1"))
+	wantCode(t, err, 2, "BadValue")
+	_, err = e.coll("c").Find(e.ctx, bson.D{}, options.Find().SetHint(bson.D{{Key: "_ts", Value: 1}}))
+	wantCode(t, err, 2, "BadValue")
+}

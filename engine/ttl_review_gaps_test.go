@@ -73,3 +73,13 @@ func TestReviewTSLeaksWithoutProjection(t *testing.T) {
 		}
 	}
 }
+
+func TestReviewTSIndexHint(t *testing.T) {
+	ts := startServer(t)
+	c := rvCreate(t, ts, "r16", "c", 100)
+	c.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}})
+	ts.clock.Advance(5 * time.Second)
+	c.InsertOne(ctx, bson.D{{Key: "_id", Value: 2}})
+	sameIDs(t, findAll(t, c, bson.D{{Key: "_ts", Value: bson.D{{Key: "$gte", Value: 0}}}}, options.Find().SetHint("_ts_1").SetSort(bson.D{{Key: "_ts", Value: 1}})), int32(1), int32(2))
+	sameIDs(t, findAll(t, c, bson.D{}, options.Find().SetHint(bson.D{{Key: "_ts", Value: 1}})), int32(1), int32(2))
+}
