@@ -163,3 +163,33 @@ func TestIssue12TTLHintTSIndex(t *testing.T) {
 	_, err = e.coll("c").Find(e.ctx, bson.D{}, options.Find().SetHint(bson.D{{Key: "_ts", Value: 1}}))
 	wantCode(t, err, 2, "BadValue")
 }
+
+// $out into a collection whose _ts index has a custom name keeps that
+// name (with the setting), as it keeps the other indexes and options.
+func TestIssue12TTLOutKeepsTSIndexName(t *testing.T) {
+	mayflyOnly(t)
+	e := newClockEnv(t)
+	e.insert("src", bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 2}, {Key: "ttl", Value: 3}})
+	e.create("tgt")
+	e.run(bson.D{{Key: "createIndexes", Value: "tgt"}, {Key: "indexes", Value: bson.A{
+		bson.D{{Key: "key", Value: bson.D{{Key: "_ts", Value: 1}}}, {Key: "name", Value: "expiry"}, {Key: "expireAfterSeconds", Value: 10}},
+		bson.D{{Key: "key", Value: bson.D{{Key: "a", Value: 1}}}, {Key: "name", Value: "a_1"}}}}})
+	e.aggregate("src", bson.A{bson.D{{Key: "$out", Value: "tgt"}}})
+	specs, err := e.coll("tgt").Indexes().ListSpecifications(e.ctx)
+	noErr(t, err, "listIndexes")
+	var names []string
+	for _, s := range specs {
+		names = append(names, s.Name)
+		if s.Name == "expiry" {
+			if s.ExpireAfterSeconds == nil || *s.ExpireAfterSeconds != 10 {
+				t.Fatalf("expiry index after $out: %+v", s)
+			}
+		}
+	}
+	strsEq(t, "indexes after $out", names, []string{"_id_", "expiry", "a_1"})
+	e.wantIDs("tgt", "after $out", 1, 2)
+	e.advance(3 * sec)
+	e.wantIDs("tgt", "3 s later (ttl: 3 honoured)", 1)
+	e.advance(7 * sec)
+	e.wantIDs("tgt", "10 s later (DefaultTTL 10 kept)")
+}

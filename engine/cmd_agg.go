@@ -374,20 +374,21 @@ func (a *aggEnv) Out(ctx context.Context, db, coll string, docs agg.Iterator) er
 	e := a.e
 	tmpName := fmt.Sprintf("tmp.agg_out.%s", bson.NewObjectID().Hex())
 	var opts bson.D
-	hasTTL, def := false, int64(0)
+	hasTTL, def, tsName := false, int64(0), ""
 	var idx []indexMeta
 	if t := e.cat.Get(db, coll); t != nil {
 		m := t.Meta()
-		opts, hasTTL, def, idx = m.Options, m.HasTTL, m.DefaultTTL, m.Indexes
+		opts, hasTTL, def, idx, tsName = m.Options, m.HasTTL, m.DefaultTTL, m.Indexes, m.TSIndexName
 	}
 	tmp, _, err := e.createCollection(db, tmpName, opts, hasTTL, def)
 	if err != nil {
 		return err
 	}
 	cleanup := func() { _ = e.dropCollection(db, tmpName) }
-	if len(idx) > 0 {
+	if len(idx) > 0 || (hasTTL && tsName != tmp.Meta().TSIndexName) {
 		tmp.mu.Lock()
 		m := tmp.Meta().clone()
+		m.TSIndexName = tsName // the _ts index keeps its name too (spec §3.3)
 		for _, ix := range idx {
 			ix.ID = m.NextIndexID
 			m.NextIndexID++

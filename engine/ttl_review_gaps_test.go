@@ -83,3 +83,25 @@ func TestReviewTSIndexHint(t *testing.T) {
 	sameIDs(t, findAll(t, c, bson.D{{Key: "_ts", Value: bson.D{{Key: "$gte", Value: 0}}}}, options.Find().SetHint("_ts_1").SetSort(bson.D{{Key: "_ts", Value: 1}})), int32(1), int32(2))
 	sameIDs(t, findAll(t, c, bson.D{}, options.Find().SetHint(bson.D{{Key: "_ts", Value: 1}})), int32(1), int32(2))
 }
+
+func TestReviewOutKeepsTSIndexName(t *testing.T) {
+	ts := startServer(t)
+	src := ts.db("r11").Collection("src")
+	src.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}})
+	tgt := ts.db("r11").Collection("tgt")
+	ts.run(t, "r11", bson.D{{Key: "create", Value: "tgt"}})
+	ts.run(t, "r11", bson.D{{Key: "createIndexes", Value: "tgt"}, {Key: "indexes", Value: bson.A{bson.D{{Key: "key", Value: bson.D{{Key: "_ts", Value: 1}}}, {Key: "name", Value: "expiry"}, {Key: "expireAfterSeconds", Value: 10}}}}})
+	cur, err := src.Aggregate(ctx, mongo.Pipeline{{{Key: "$out", Value: "tgt"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Close(ctx)
+	specs, _ := tgt.Indexes().ListSpecifications(ctx)
+	names := []string{}
+	for _, s := range specs {
+		names = append(names, s.Name)
+	}
+	if fmt.Sprint(names) != "[_id_ expiry]" {
+		t.Fatalf("indexes after $out: %v", names)
+	}
+}
