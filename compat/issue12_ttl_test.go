@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"fmt"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -192,4 +193,45 @@ func TestIssue12TTLOutKeepsTSIndexName(t *testing.T) {
 	e.wantIDs("tgt", "3 s later (ttl: 3 honoured)", 1)
 	e.advance(7 * sec)
 	e.wantIDs("tgt", "10 s later (DefaultTTL 10 kept)")
+}
+
+// An aggregation $sort that the server cannot push into the query (behind
+// $addFields/$project) buffers documents; one that expires before its
+// batch is sent is not returned (spec §6.1), also as top-k and through a
+// second $sort.
+func TestIssue12TTLAggregateSortBufferRechecksExpiry(t *testing.T) {
+	mayflyOnly(t)
+	addX := bson.D{{Key: "$addFields", Value: bson.D{{Key: "x", Value: 1}}}}
+	for i, tc := range []struct {
+		p    bson.A
+		want []string
+	}{
+		{bson.A{addX, bson.D{{Key: "$sort", Value: bson.D{{Key: "_id", Value: 1}}}}}, idList(0, 1, 2, 3, 4)},
+		{bson.A{bson.D{{Key: "$project", Value: bson.D{{Key: "k", Value: 1}}}}, bson.D{{Key: "$sort", Value: bson.D{{Key: "_id", Value: -1}}}}}, idList(9, 8, 4, 3, 2, 1, 0)},
+		{bson.A{addX, bson.D{{Key: "$sort", Value: bson.D{{Key: "_id", Value: 1}}}}, bson.D{{Key: "$limit", Value: 8}}}, idList(0, 1, 2, 3, 4)},
+		{bson.A{addX, bson.D{{Key: "$sort", Value: bson.D{{Key: "_id", Value: 1}}}}, bson.D{{Key: "$unset", Value: "x"}}, bson.D{{Key: "$sort", Value: bson.D{{Key: "_id", Value: -1}}}}}, idList(9, 8, 4, 3, 2, 1, 0)},
+	} {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			e := newClockEnv(t)
+			e.create("c", dttl(100))
+			for i := 0; i < 10; i++ {
+				d := bson.D{{Key: "_id", Value: i}}
+				if i >= 5 {
+					d = append(d, bson.E{Key: "ttl", Value: 5})
+				}
+				e.insert("c", d)
+			}
+			cur, err := e.coll("c").Aggregate(e.ctx, tc.p, options.Aggregate().SetBatchSize(2))
+			noErr(t, err, "aggregate")
+			got := []string{}
+			for cur.Next(e.ctx) {
+				got = append(got, cur.Current.Lookup("_id").String())
+				if len(got) == 2 {
+					e.advance(5 * sec) // ids 5..9 expire before the next batch
+				}
+			}
+			noErr(t, cur.Err(), "iterating")
+			strsEq(t, "ids returned", got, tc.want)
+		})
+	}
 }

@@ -177,6 +177,7 @@ type queryIter struct {
 	limit  int64
 	n      int64
 	opened bool
+	last   *record // of the document Next returned last
 }
 
 func newQueryIter(cq *compiledQuery) *queryIter {
@@ -233,8 +234,29 @@ func (q *queryIter) Next(ctx context.Context) (bson.D, bool, error) {
 		}
 		q.n++
 		q.cq.stats.nReturned++
+		q.last = md.rec
 		return d, true, nil
 	}
+}
+
+// Source lets a stage that buffers documents ($sort) drop those that
+// expire meanwhile (spec §6.1; agg.Tracked).
+func (q *queryIter) Source() agg.Source {
+	if q.last == nil {
+		return nil
+	}
+	return &liveRecord{c: q.cq.c, rec: q.last}
+}
+
+// liveRecord is a stored document whose expiry is judged under the
+// collection's policy at the time of asking (it may have changed).
+type liveRecord struct {
+	c   *Collection
+	rec *record
+}
+
+func (l *liveRecord) Live() bool {
+	return !ttl.Expired(l.c.st().deadline(l.rec), l.c.e.nowMS())
 }
 
 func (q *queryIter) Close() {

@@ -1,7 +1,8 @@
 package engine_test
 
-// TTL review: the six gaps once kept in ttl_review_failing_test.go.txt,
-// now fixed (uses helpers of ttl_review_test.go).
+// TTL review: the six gaps once kept as failing reproductions in
+// ttl_review_failing_test.go.txt, now fixed (uses helpers of
+// ttl_review_test.go).
 
 import (
 	"fmt"
@@ -103,5 +104,51 @@ func TestReviewOutKeepsTSIndexName(t *testing.T) {
 	}
 	if fmt.Sprint(names) != "[_id_ expiry]" {
 		t.Fatalf("indexes after $out: %v", names)
+	}
+}
+
+// Documents buffered by an aggregation $sort (behind a stage that keeps it
+// from being pushed into the query) are re-checked for expiry before each
+// batch: ids 5..9 expire after the first batch of two.
+func TestReviewAggregateBlockingSortCursorAcrossExpiry(t *testing.T) {
+	addX := bson.D{{Key: "$addFields", Value: bson.D{{Key: "x", Value: 1}}}}
+	for i, tc := range []struct {
+		p    mongo.Pipeline
+		want string
+	}{
+		{mongo.Pipeline{addX, {{Key: "$sort", Value: bson.D{{Key: "_id", Value: 1}}}}}, "[0 1 2 3 4]"},
+		// 9 and 8 go out in the first batch, before the clock moves.
+		{mongo.Pipeline{{{Key: "$project", Value: bson.D{{Key: "k", Value: 1}}}}, {{Key: "$sort", Value: bson.D{{Key: "_id", Value: -1}}}}}, "[9 8 4 3 2 1 0]"},
+		// top-k sort ($sort + $limit)
+		{mongo.Pipeline{addX, {{Key: "$sort", Value: bson.D{{Key: "_id", Value: 1}}}}, {{Key: "$limit", Value: 8}}}, "[0 1 2 3 4]"},
+		// a second sort behind a stage: the sources pass through the first
+		{mongo.Pipeline{addX, {{Key: "$sort", Value: bson.D{{Key: "_id", Value: 1}}}}, {{Key: "$unset", Value: "x"}}, {{Key: "$sort", Value: bson.D{{Key: "_id", Value: -1}}}}}, "[9 8 4 3 2 1 0]"},
+	} {
+		ts := startServer(t)
+		c := rvCreate(t, ts, "r13", "c", 100)
+		var docs []any
+		for i := 0; i < 10; i++ {
+			d := bson.D{{Key: "_id", Value: i}}
+			if i >= 5 {
+				d = append(d, bson.E{Key: "ttl", Value: 5})
+			}
+			docs = append(docs, d)
+		}
+		c.InsertMany(ctx, docs)
+		cur, err := c.Aggregate(ctx, tc.p, options.Aggregate().SetBatchSize(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []any
+		for cur.Next(ctx) {
+			got = append(got, cur.Current.Lookup("_id").Int32())
+			if len(got) == 2 {
+				ts.clock.Advance(5 * time.Second)
+			}
+		}
+		cur.Close(ctx)
+		if fmt.Sprint(got) != tc.want {
+			t.Errorf("pipeline %d %v: returned %v after ids 5..9 expired, want %s", i, tc.p, got, tc.want)
+		}
 	}
 }

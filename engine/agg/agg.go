@@ -432,6 +432,7 @@ func Collect(ctx context.Context, it Iterator) ([]bson.D, error) {
 type funcIter struct {
 	next  func(ctx context.Context) (bson.D, bool, error)
 	close func()
+	src   Iterator // the input each output document comes from (see Tracked), if any
 }
 
 func (f *funcIter) Next(ctx context.Context) (bson.D, bool, error) { return f.next(ctx) }
@@ -464,6 +465,7 @@ func mapIter(in Iterator, fn func(bson.D) (bson.D, error)) Iterator {
 			}
 		},
 		close: in.Close,
+		src:   in,
 	}
 }
 
