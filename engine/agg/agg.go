@@ -217,7 +217,7 @@ func parseStages(pipeline bson.A, opts *Options, inFacet bool) ([]stage, error) 
 		if !ok {
 			switch name {
 			case "$search", "$searchMeta", "$vectorSearch", "$geoNear",
-				"$changeStream", "$currentOp", "$listSessions", "$listLocalSessions", "$planCacheStats":
+				"$currentOp", "$listSessions", "$listLocalSessions", "$planCacheStats":
 				return nil, mongoerr.New(mongoerr.NotImplemented, "%s is not supported by mayfly", name)
 			}
 			return nil, mongoerr.New(40324, "Unrecognized pipeline stage name: '%s'", name)
