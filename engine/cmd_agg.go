@@ -201,8 +201,8 @@ func (q *queryIter) Next(ctx context.Context) (bson.D, bool, error) {
 		return nil, false, nil
 	}
 	for {
-		if err := ctx.Err(); err != nil {
-			return nil, false, err
+		if err := ctx.Err(); err != nil { // killOp, or the client went away
+			return nil, false, mongoerr.New(mongoerr.Interrupted, "operation was interrupted")
 		}
 		var md *matchedDoc
 		if q.sorted != nil || !q.cq.plan.sorted {
@@ -285,6 +285,17 @@ func (s *aggSource) next() (bson.Raw, error) {
 }
 
 func (s *aggSource) close() { s.it.Close() }
+
+// useContext makes a cursor's pipeline run under the context of the
+// request now reading it (a getMore, which killOp can interrupt).
+func useContext(src docSource, ctx context.Context) {
+	switch s := src.(type) {
+	case *aggSource:
+		s.ctx = ctx
+	case *pushback:
+		useContext(s.docSource, ctx)
+	}
+}
 
 // aggEnv implements agg.Env over the engine.
 type aggEnv struct {

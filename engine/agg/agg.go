@@ -217,7 +217,7 @@ func parseStages(pipeline bson.A, opts *Options, inFacet bool) ([]stage, error) 
 		if !ok {
 			switch name {
 			case "$search", "$searchMeta", "$vectorSearch", "$geoNear",
-				"$currentOp", "$listSessions", "$listLocalSessions", "$planCacheStats":
+				"$planCacheStats":
 				return nil, mongoerr.New(mongoerr.NotImplemented, "%s is not supported by mayfly", name)
 			}
 			return nil, mongoerr.New(40324, "Unrecognized pipeline stage name: '%s'", name)
@@ -231,7 +231,7 @@ func parseStages(pipeline bson.A, opts *Options, inFacet bool) ([]stage, error) 
 				return nil, mongoerr.New(40600, "%s is not allowed to be used within a $facet stage", name)
 			}
 		}
-		if firstOnly[name] && i != 0 {
+		if (firstOnly[name] || name == "$listSessions") && i != 0 {
 			code := int32(40602)
 			return nil, mongoerr.New(code, "%s is only valid as the first stage in a pipeline", name)
 		}
