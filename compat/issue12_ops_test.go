@@ -277,3 +277,66 @@ func TestIssue12OpsListLocalSessions(t *testing.T) {
 	_, err = opsAgg(e, e.db.Name(), 1, bson.A{bson.D{{Key: "$match", Value: bson.D{}}}, bson.D{{Key: "$listLocalSessions", Value: bson.D{}}}})
 	wantCode(t, err, 40602, "Location40602")
 }
+
+// $listSessions lists config.system.sessions, which the session cache's
+// refresh keeps (created with its lsidTTLIndex; ended sessions removed);
+// it must run first, on that collection.
+func TestIssue12OpsListSessions(t *testing.T) {
+	e := newClockEnv(t) // a private server: config.system.sessions is created
+	sess, err := e.cli.StartSession()
+	noErr(t, err, "start session")
+	err = mongo.WithSession(e.ctx, sess, func(ctx context.Context) error {
+		return e.db.RunCommand(ctx, bson.D{{Key: "ping", Value: 1}}).Err()
+	})
+	noErr(t, err, "ping in the session")
+	sid := sess.ID().Lookup("id")
+	uid := sha256.Sum256(nil)
+	mine := bson.D{{Key: "$match", Value: bson.D{{Key: "_id.id", Value: sid}}}}
+	ls := func(spec any) bson.A { return bson.A{bson.D{{Key: "$listSessions", Value: spec}}} }
+	for _, spec := range []bson.D{{}, {{Key: "allUsers", Value: true}}} {
+		got, err := opsAgg(e, "config", "system.sessions", append(ls(spec), mine))
+		noErr(t, err, "$listSessions")
+		if len(got) != 1 {
+			t.Fatalf("$listSessions %v: session %s not listed once: %v", spec, sid, got)
+		}
+		valEq(t, got[0], "_id", bson.D{{Key: "id", Value: sid}, {Key: "uid", Value: bson.Binary{Subtype: 0, Data: uid[:]}}})
+		if v := val(t, got[0], "lastUse"); v.Type != bson.TypeDateTime {
+			t.Fatalf("lastUse: %s", got[0])
+		}
+	}
+	got, err := opsAgg(e, "config", "system.sessions", ls(bson.D{{Key: "users", Value: bson.A{bson.D{{Key: "user", Value: "bob"}, {Key: "db", Value: "admin"}}}}}))
+	noErr(t, err, "$listSessions for bob")
+	eq(t, "sessions of user bob", len(got), 0)
+	specs, err := e.cli.Database("config").Collection("system.sessions").Indexes().ListSpecifications(e.ctx)
+	noErr(t, err, "listIndexes config.system.sessions")
+	found := false
+	for _, s := range specs {
+		if s.Name == "lsidTTLIndex" {
+			found = true
+			if s.ExpireAfterSeconds == nil || *s.ExpireAfterSeconds != 1800 || canon(t, s.KeysDocument) != canon(t, bson.D{{Key: "lastUse", Value: int32(1)}}) {
+				t.Fatalf("lsidTTLIndex: %+v", s)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no lsidTTLIndex: %+v", specs)
+	}
+
+	sess.EndSession(e.ctx) // the driver pools it; end it on the server
+	e.admin(bson.D{{Key: "endSessions", Value: bson.A{bson.D{{Key: "id", Value: sid}}}}})
+	got, err = opsAgg(e, "config", "system.sessions", append(ls(bson.D{}), mine))
+	noErr(t, err, "$listSessions after endSessions")
+	eq(t, "ended session listed", len(got), 0)
+
+	_, err = opsAgg(e, "config", "other", ls(bson.D{}))
+	wantCode(t, err, 73, "InvalidNamespace")
+	if errMsg(err) != "$listSessions may only be run against config.system.sessions" {
+		t.Fatalf("errmsg %q", errMsg(err))
+	}
+	_, err = opsAgg(e, "config", 1, ls(bson.D{}))
+	wantCode(t, err, 73, "InvalidNamespace")
+	_, err = opsAgg(e, "config", "system.sessions", ls(bson.D{{Key: "allUsers", Value: true}, {Key: "users", Value: bson.A{bson.D{{Key: "user", Value: "a"}, {Key: "db", Value: "b"}}}}}))
+	wantCode(t, err, 12, "UnsupportedFormat")
+	_, err = opsAgg(e, "config", "system.sessions", bson.A{bson.D{{Key: "$match", Value: bson.D{}}}, bson.D{{Key: "$listSessions", Value: bson.D{}}}})
+	wantCode(t, err, 40602, "Location40602")
+}

@@ -84,6 +84,9 @@ func cmdAggregate(e *Engine, r *Request) (bson.D, error) {
 			return nil, mongoerr.New(mongoerr.InvalidNamespace, "{aggregate: 1} is not valid for '%s'; a collection is required.", firstStage(p))
 		}
 	}
+	if err := e.beforeAggregate(r, coll, pipeline); err != nil {
+		return nil, err
+	}
 	hint := hintValue(r.Arg("hint"))
 	env := &aggEnv{e: e, r: r}
 	input, cq, rest, err := e.aggInput(r, coll, p, hint, p.ReadsHidden())

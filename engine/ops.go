@@ -540,3 +540,75 @@ func (a *aggEnv) CurrentOp(ctx context.Context, opts agg.CurrentOpOptions) ([]bs
 func (a *aggEnv) LocalSessions(ctx context.Context, uids []bson.Binary) ([]bson.D, error) {
 	return a.e.running.localSessions(uids, a.e.clock.Now()), nil
 }
+
+// ---- config.system.sessions
+
+// sessionsTTLIndex is the index mongod's session refresh keeps on
+// config.system.sessions (SessionsCollection::kSessionsTTLIndex).
+var sessionsTTLIndex = bson.D{{Key: "key", Value: bson.D{{Key: "lastUse", Value: int32(1)}}}, {Key: "name", Value: "lsidTTLIndex"},
+	{Key: "expireAfterSeconds", Value: int32(sessionTimeout / time.Second)}}
+
+// refreshSessionsCollection is the session cache's refresh as mongod runs
+// it (LogicalSessionCacheImpl::_refresh): config.system.sessions is created
+// with its TTL index, the cache's live sessions are upserted with lastUse
+// set to now, and ended ones are removed from both. mongod runs it every
+// logicalSessionRefreshMillis; mayfly runs it when $listSessions reads the
+// collection, so that it lists the sessions as of now.
+func (e *Engine) refreshSessionsCollection(ctx context.Context) error {
+	o := &e.running
+	now := e.clock.Now()
+	o.mu.Lock()
+	var live, ended []bson.Binary
+	for k, s := range o.sessions {
+		if s.ending {
+			ended = append(ended, s.id)
+			delete(o.sessions, k)
+		} else if now.Sub(s.lastUse) >= sessionTimeout {
+			delete(o.sessions, k)
+		} else {
+			live = append(live, s.id)
+		}
+	}
+	o.lastRefresh = now
+	o.mu.Unlock()
+	run := func(f CommandFunc, cmd bson.D) error {
+		_, err := f(e, &Request{Ctx: ctx, DB: "config", Name: cmd[0].Key, Cmd: append(cmd, bson.E{Key: "$db", Value: "config"})})
+		return err
+	}
+	if err := run(cmdCreateIndexes, bson.D{{Key: "createIndexes", Value: "system.sessions"}, {Key: "indexes", Value: bson.A{sessionsTTLIndex}}}); err != nil {
+		return err
+	}
+	lsid := func(id bson.Binary) bson.D { return bson.D{{Key: "id", Value: id}, {Key: "uid", Value: noAuthDigest}} }
+	if len(live) > 0 {
+		ups := bson.A{}
+		for _, id := range live {
+			ups = append(ups, bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: lsid(id)}}},
+				{Key: "u", Value: bson.D{{Key: "$currentDate", Value: bson.D{{Key: "lastUse", Value: true}}}}}, {Key: "upsert", Value: true}})
+		}
+		if err := run(cmdUpdate, bson.D{{Key: "update", Value: "system.sessions"}, {Key: "updates", Value: ups}, {Key: "ordered", Value: false}}); err != nil {
+			return err
+		}
+	}
+	if len(ended) > 0 {
+		dels := bson.A{}
+		for _, id := range ended {
+			dels = append(dels, bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: lsid(id)}}}, {Key: "limit", Value: int32(1)}})
+		}
+		if err := run(cmdDelete, bson.D{{Key: "delete", Value: "system.sessions"}, {Key: "deletes", Value: dels}, {Key: "ordered", Value: false}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// beforeAggregate runs what an aggregation needs first: $listSessions
+// reads config.system.sessions as of a refresh.
+func (e *Engine) beforeAggregate(r *Request, coll string, pipeline bson.A) error {
+	if r.DB != "config" || coll != "system.sessions" || len(pipeline) == 0 {
+		return nil
+	}
+	if d, ok := pipeline[0].(bson.D); ok && len(d) == 1 && d[0].Key == "$listSessions" {
+		return e.refreshSessionsCollection(r.Ctx)
+	}
+	return nil
+}
