@@ -340,3 +340,49 @@ func TestIssue12OpsListSessions(t *testing.T) {
 	_, err = opsAgg(e, "config", "system.sessions", bson.A{bson.D{{Key: "$match", Value: bson.D{}}}, bson.D{{Key: "$listSessions", Value: bson.D{}}}})
 	wantCode(t, err, 40602, "Location40602")
 }
+
+// $currentOp {idleCursors: true} adds an {type: "idleCursor"} entry per
+// open cursor no operation is using, as mongod's GenericCursor.
+func TestIssue12OpsCurrentOpIdleCursors(t *testing.T) {
+	e := newEnv(t)
+	for i := 0; i < 5; i++ {
+		e.insert("c", bson.D{{Key: "_id", Value: i}})
+	}
+	cur, err := e.coll("c").Find(e.ctx, bson.D{}, options.Find().SetBatchSize(2).SetComment("issue12-cursor"))
+	noErr(t, err, "find")
+	mine := bson.D{{Key: "$match", Value: bson.D{{Key: "type", Value: "idleCursor"}, {Key: "cursor.originatingCommand.comment", Value: "issue12-cursor"}}}}
+	idle := func(spec bson.D) []bson.Raw {
+		got, err := opsAgg(e, "admin", 1, bson.A{bson.D{{Key: "$currentOp", Value: spec}}, mine})
+		noErr(t, err, "$currentOp idleCursors")
+		return got
+	}
+	got := idle(bson.D{{Key: "idleCursors", Value: true}})
+	if len(got) != 1 {
+		t.Fatalf("idle cursor not listed: %v", got)
+	}
+	valEq(t, got[0], "ns", e.db.Name()+".c")
+	valEq(t, got[0], "cursor.cursorId", cur.ID())
+	valEq(t, got[0], "cursor.nDocsReturned", int64(2))
+	valEq(t, got[0], "cursor.nBatchesReturned", int64(1))
+	valEq(t, got[0], "cursor.noCursorTimeout", false)
+	valEq(t, got[0], "cursor.originatingCommand.find", "c")
+	for _, f := range []string{"cursor.createdDate", "cursor.lastAccessDate"} {
+		if val(t, got[0], f).Type != bson.TypeDateTime {
+			t.Fatalf("%s: %s", f, got[0])
+		}
+	}
+	eq(t, "idle cursors without idleCursors", len(idle(bson.D{})), 0)
+	for i := 0; i < 3; i++ {
+		if !cur.Next(e.ctx) {
+			t.Fatal("cursor ended early")
+		}
+	}
+	got = idle(bson.D{{Key: "idleCursors", Value: true}})
+	if len(got) != 1 {
+		t.Fatalf("idle cursor after a getMore: %v", got)
+	}
+	valEq(t, got[0], "cursor.nDocsReturned", int64(4))
+	valEq(t, got[0], "cursor.nBatchesReturned", int64(2))
+	noErr(t, cur.Close(e.ctx), "close")
+	eq(t, "idle cursors after killCursors", len(idle(bson.D{{Key: "idleCursors", Value: true}})), 0)
+}

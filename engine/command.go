@@ -147,6 +147,7 @@ func (e *Engine) Handle(ctx context.Context, wr *wire.Request) (reply bson.Raw) 
 		}
 		return mustMarshal(me.Reply())
 	}
+	e.noteCursor(op, body, e.clock.Now()) // for $currentOp's idleCursors
 	if e.slowMS > 0 && time.Since(start) > e.slowMS {
 		e.log.Info("slow command", zap.String("command", name), zap.String("db", r.DB), zap.Duration("took", time.Since(start)))
 	}

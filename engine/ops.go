@@ -368,7 +368,6 @@ func (e *Engine) currentOps(opts currentOpOptions) []bson.D {
 	host := hostName(e)
 	nowStr := e.clock.Now().Format("2006-01-02T15:04:05.000-07:00")
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	ids := make([]int64, 0, len(o.clients))
 	for id := range o.clients {
 		ids = append(ids, id)
@@ -425,11 +424,16 @@ func (e *Engine) currentOps(opts currentOpOptions) []bson.D {
 		}
 		out = append(out, d)
 	}
+	o.mu.Unlock()
+	if opts.idleCursors {
+		out = append(out, e.idleCursorDocs(host)...)
+	}
 	return out
 }
 
-// truncateOpCommand is mongod's truncation of a command over 1 KB in
-// currentOp's reply: {$truncated: <its JSON, cut>, comment?}.
+// truncateOpCommand is mongod's truncation of a command over 1000 bytes
+// in currentOp's reply (CurOp's appendAsObjOrString): {$truncated: <its
+// text, cut to 1000 characters ending in "...">, comment?}.
 func truncateOpCommand(cmd bson.D) bson.D {
 	b, err := bson.Marshal(cmd)
 	if err != nil || len(b) <= 1000 {
@@ -438,7 +442,7 @@ func truncateOpCommand(cmd bson.D) bson.D {
 	js, _ := bson.MarshalExtJSON(cmd, false, false)
 	s := string(js)
 	if len(s) > 1000 {
-		s = s[:1000]
+		s = s[:997] + "..."
 	}
 	out := bson.D{{Key: "$truncated", Value: s}}
 	if c, ok := bsonx.Get(cmd, "comment"); ok {
@@ -611,4 +615,94 @@ func (e *Engine) beforeAggregate(r *Request, coll string, pipeline bson.A) error
 		return e.refreshSessionsCollection(r.Ctx)
 	}
 	return nil
+}
+
+// ---- idle cursors
+
+// cursorInfo is what $currentOp's idleCursors shows of an open cursor.
+type cursorInfo struct {
+	ns          string
+	originating bson.D
+	lsid        bson.D
+	created     time.Time
+	lastAccess  time.Time
+	nDocs       int64
+	nBatches    int64
+	noTimeout   bool
+}
+
+// noteCursor follows the cursors a command's reply opens or reads from
+// (the cursor table drops its record with the cursor).
+func (e *Engine) noteCursor(op *operation, reply bson.D, now time.Time) {
+	cv, ok := bsonx.Get(reply, "cursor")
+	if !ok {
+		return
+	}
+	cd, ok := cv.(bson.D)
+	if !ok {
+		return
+	}
+	idv, _ := bsonx.Get(cd, "id")
+	id, _ := idv.(int64)
+	if id == 0 {
+		return
+	}
+	t := e.cursors
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.cursors[id]
+	if c == nil {
+		return
+	}
+	if ci := c.info; ci != nil {
+		nb, _ := bsonx.Get(cd, "nextBatch")
+		arr, _ := nb.(bson.A)
+		ci.nDocs += int64(len(arr))
+		ci.nBatches++
+		ci.lastAccess = now
+		return
+	}
+	nsv, _ := bsonx.Get(cd, "ns")
+	ns, _ := nsv.(string)
+	fb, _ := bsonx.Get(cd, "firstBatch")
+	arr, _ := fb.(bson.A)
+	nt, _ := bsonx.Get(op.cmd, "noCursorTimeout")
+	c.info = &cursorInfo{ns: ns, originating: op.cmd, lsid: op.lsid, created: now, lastAccess: now,
+		nDocs: int64(len(arr)), nBatches: 1, noTimeout: truthy(nt)}
+}
+
+// idleCursorDocs are $currentOp's {type: "idleCursor"} entries: open
+// cursors no operation is using.
+func (e *Engine) idleCursorDocs(host string) []bson.D {
+	t := e.cursors
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ids := make([]int64, 0, len(t.cursors))
+	for id, c := range t.cursors {
+		if !c.busy && c.info != nil {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	var out []bson.D
+	for _, id := range ids {
+		ci := t.cursors[id].info
+		d := bson.D{{Key: "type", Value: "idleCursor"}, {Key: "host", Value: host}, {Key: "ns", Value: ci.ns}}
+		if ci.lsid != nil {
+			d = append(d, bson.E{Key: "lsid", Value: ci.lsid})
+		}
+		d = append(d, bson.E{Key: "cursor", Value: bson.D{
+			{Key: "cursorId", Value: id},
+			{Key: "createdDate", Value: bson.NewDateTimeFromTime(ci.created)},
+			{Key: "lastAccessDate", Value: bson.NewDateTimeFromTime(ci.lastAccess)},
+			{Key: "nDocsReturned", Value: ci.nDocs},
+			{Key: "nBatchesReturned", Value: ci.nBatches},
+			{Key: "noCursorTimeout", Value: ci.noTimeout},
+			{Key: "tailable", Value: false},
+			{Key: "awaitData", Value: false},
+			{Key: "originatingCommand", Value: ci.originating},
+		}})
+		out = append(out, d)
+	}
+	return out
 }

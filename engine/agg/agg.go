@@ -227,7 +227,7 @@ func parseStages(pipeline bson.A, opts *Options, inFacet bool) ([]stage, error) 
 		}
 		if inFacet {
 			switch name {
-			case "$out", "$merge", "$facet", "$collStats", "$indexStats", "$documents":
+			case "$out", "$merge", "$facet", "$collStats", "$indexStats", "$documents", "$currentOp", "$listLocalSessions", "$listSessions":
 				return nil, mongoerr.New(40600, "%s is not allowed to be used within a $facet stage", name)
 			}
 		}
