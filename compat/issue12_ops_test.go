@@ -226,6 +226,13 @@ func TestIssue12OpsKillOp(t *testing.T) {
 	wantCode(t, err, 4, "NoSuchKey")
 	err = e.cli.Database("admin").RunCommand(e.ctx, bson.D{{Key: "killOp", Value: 1}, {Key: "op", Value: "x"}}).Err()
 	wantCode(t, err, 14, "TypeMismatch")
+	if errMsg(err) != `Expected field "op" to have numeric type, but found string` {
+		t.Fatalf("errmsg %q", errMsg(err))
+	}
+	err = e.cli.Database("admin").RunCommand(e.ctx, bson.D{{Key: "killOp", Value: 1}, {Key: "op", Value: 1.5}}).Err()
+	wantCode(t, err, 2, "BadValue")
+	err = e.cli.Database("admin").RunCommand(e.ctx, bson.D{{Key: "killOp", Value: 1}, {Key: "op", Value: int64(1) << 33}}).Err()
+	wantCode(t, err, 26823, "Location26823")
 	wantCode(t, e.runErr(bson.D{{Key: "killOp", Value: 1}, {Key: "op", Value: 1}}), 13, "Unauthorized")
 }
 

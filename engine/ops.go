@@ -506,9 +506,14 @@ func cmdKillOp(e *Engine, r *Request) (bson.D, error) {
 	if !ok {
 		return nil, mongoerr.New(mongoerr.NoSuchKey, "Missing expected field \"op\"")
 	}
+	switch v.(type) {
+	case int32, int64, float64, bson.Decimal128:
+	default:
+		return nil, mongoerr.New(mongoerr.TypeMismatch, "Expected field \"op\" to have numeric type, but found %s", bsonx.TypeName(v))
+	}
 	id, isInt := bsonx.ToInt64(v)
 	if !isInt {
-		return nil, mongoerr.New(mongoerr.TypeMismatch, "\"op\" had the wrong type. Expected number, found %s", bsonx.TypeName(v))
+		return nil, mongoerr.New(mongoerr.BadValue, "Expected field \"op\" to have a value exactly representable as a 64-bit integer, but found op: %v", v)
 	}
 	// opids are unsigned 32-bit; BSON shows those above 2^31-1 negative.
 	if id >= -1<<31 && id < 0 {
