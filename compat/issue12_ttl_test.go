@@ -115,6 +115,11 @@ func TestIssue12TTLNoLeakThroughFacetAndRoot(t *testing.T) {
 		bson.D{{Key: "d", Value: d11}}, bson.D{{Key: "d", Value: d10}})
 	docsEq(t, e.aggregate("f", bson.A{bson.D{{Key: "$match", Value: bson.D{{Key: "_id", Value: 10}}}}, bson.D{{Key: "$addFields", Value: bson.D{{Key: "age", Value: bson.D{{Key: "$subtract", Value: bson.A{t0 + 5, "$_ts"}}}}}}}}),
 		bson.D{{Key: "_id", Value: int32(10)}, {Key: "age", Value: int64(5)}})
+	// Behind stages that keep documents whole, _ts is still usable; a
+	// $$ROOT copy does not carry it.
+	docsEq(t, e.aggregate("f", bson.A{bson.D{{Key: "$addFields", Value: bson.D{{Key: "a", Value: 1}}}}, bson.D{{Key: "$unset", Value: "a"}}, byTS}), d11, d10)
+	docsEq(t, e.aggregate("f", bson.A{recent, bson.D{{Key: "$addFields", Value: bson.D{{Key: "copy", Value: "$$ROOT"}}}}}),
+		bson.D{{Key: "_id", Value: int32(11)}, {Key: "copy", Value: d11}})
 	docsEq(t, e.aggregate("f", bson.A{byTS, bson.D{{Key: "$project", Value: bson.D{{Key: "_id", Value: 0}, {Key: "_ts", Value: 1}}}}, bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil}, {Key: "all", Value: bson.D{{Key: "$push", Value: "$$ROOT"}}}}}}}),
 		bson.D{{Key: "_id", Value: nil}, {Key: "all", Value: bson.A{bson.D{{Key: "_ts", Value: t0 + 5}}, bson.D{{Key: "_ts", Value: t0}}}}})
 }

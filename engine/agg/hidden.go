@@ -12,12 +12,13 @@ import (
 // top-level field the server keeps in every document but returns only when
 // asked for. Documents read by a pipeline carry it only while the pipeline
 // uses it: from the input on, through the stages that name it and through
-// $match, $sort, $skip and $limit (which pass documents through unchanged);
-// it is removed before the first other stage and at the end, so it never
-// leaks into documents built from whole documents ($$ROOT in $group,
-// $replaceRoot, $facet results, $lookup results...). A stage that outputs a
-// field of that name itself ($project {_ts: 1}, $addFields {_ts: …}, a
-// $group accumulator named _ts) turns it into an ordinary field.
+// the stages that keep documents whole ($match, $sort, $addFields,
+// $project, $unwind, $lookup...); it is removed before the first stage that
+// builds new documents or captures whole ones ($group, $replaceRoot,
+// $facet, $$ROOT anywhere...) and at the end, so it never leaks into
+// results. A stage that outputs a field of that name itself ($project
+// {_ts: 1}, $addFields {_ts: …}, a $group accumulator named _ts) turns it
+// into an ordinary field.
 
 // HiddenScanner is implemented by an Env whose documents carry the hidden
 // field: ScanHidden is Scan with the field in each document. $lookup and
@@ -35,8 +36,13 @@ func (s *hideStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterator,
 	return mapIter(in, func(d bson.D) (bson.D, error) { return bsonx.Delete(d, s.field), nil }), nil
 }
 
-// passThrough stages hand documents on unchanged (or drop them).
-var passThrough = map[string]bool{"$match": true, "$sort": true, "$skip": true, "$limit": true}
+// keepStages pass each document on with its other fields (or drop it):
+// the hidden field can ride through them to a later stage that uses it.
+// Any other stage builds new documents or captures whole ones, so the field
+// is dropped before it (unless the stage names it).
+var keepStages = map[string]bool{"$match": true, "$sort": true, "$skip": true, "$limit": true, "$addFields": true,
+	"$set": true, "$unset": true, "$project": true, "$unwind": true, "$sample": true, "$redact": true,
+	"$lookup": true, "$graphLookup": true, "$fill": true, "$densify": true}
 
 // hidePlan finds where a pipeline (raw stages) must drop the hidden field:
 // at returns the index to insert a hideStage before (len(pipeline) for the
@@ -68,11 +74,37 @@ func hidePlan(pipeline bson.A, field string) (at int, reads bool) {
 			reads = true
 			continue
 		}
-		if !passThrough[name] {
+		if !keepStages[name] || refersToRoot(spec) {
 			return i, reads
 		}
 	}
 	return len(pipeline), reads
+}
+
+// refersToRoot reports whether a stage captures whole documents ($$ROOT,
+// $$CURRENT).
+func refersToRoot(v any) bool {
+	switch x := v.(type) {
+	case bson.D:
+		for _, e := range x {
+			if refersToRoot(e.Value) {
+				return true
+			}
+		}
+	case bson.A:
+		for _, e := range x {
+			if refersToRoot(e) {
+				return true
+			}
+		}
+	case string:
+		for _, p := range []string{"$$ROOT", "$$CURRENT"} {
+			if x == p || len(x) > len(p) && x[:len(p)+1] == p+"." {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // outputsField reports whether a stage outputs a top-level field named
