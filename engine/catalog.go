@@ -274,7 +274,7 @@ func ValidateCollName(db, coll string) error {
 		return mongoerr.New(mongoerr.InvalidNamespace, "Invalid namespace specified '%s.%s'", db, coll)
 	case len(db)+1+len(coll) > 255:
 		return mongoerr.New(mongoerr.InvalidNamespace, "Fully qualified namespace is too long. Namespace: %s.%s Max: 255", db, coll)
-	case strings.HasPrefix(coll, "system.") && !allowedSystem[coll] && (db != "admin" || coll != "system.version"):
+	case strings.HasPrefix(coll, "system.") && !allowedSystem[coll] && !(db == "admin" && coll == "system.version") && !(db == "config" && coll == "system.sessions"):
 		return mongoerr.New(mongoerr.InvalidNamespace, "Invalid system namespace: %s.%s", db, coll)
 	}
 	return nil

@@ -69,7 +69,11 @@ func cmdAggregate(e *Engine, r *Request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := agg.Parse(pipeline, agg.Options{Let: let, AllowDiskUse: boolArg(r, "allowDiskUse"), DB: r.DB, Coll: coll, Now: e.Now()})
+	opts := agg.Options{Let: let, AllowDiskUse: boolArg(r, "allowDiskUse"), DB: r.DB, Coll: coll, Now: e.Now()}
+	if containsKey(pipeline, "_ts") {
+		opts.Hidden = "_ts" // spec §5.2: usable by the stages, returned only when named
+	}
+	p, err := agg.Parse(pipeline, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -80,9 +84,12 @@ func cmdAggregate(e *Engine, r *Request) (bson.D, error) {
 			return nil, mongoerr.New(mongoerr.InvalidNamespace, "{aggregate: 1} is not valid for '%s'; a collection is required.", firstStage(p))
 		}
 	}
+	if err := e.beforeAggregate(r, coll, pipeline); err != nil {
+		return nil, err
+	}
 	hint := hintValue(r.Arg("hint"))
 	env := &aggEnv{e: e, r: r}
-	input, cq, rest, err := e.aggInput(r, coll, p, hint, containsKey(bson.D{{Key: "p", Value: pipeline}}, "_ts"))
+	input, cq, rest, err := e.aggInput(r, coll, p, hint, p.ReadsHidden())
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +103,7 @@ func cmdAggregate(e *Engine, r *Request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	src := &aggSource{it: it, ctx: r.Ctx, strip: cq != nil && cq.withTS && !pipelineProjectsTS(pipeline)}
+	src := &aggSource{it: it, ctx: r.Ctx}
 	cur := &cursor{ns: ns, src: src, remaining: -1}
 	if p.IsWrite() {
 		batch, _, err := fillBatch(r, cur, 0)
@@ -130,18 +137,6 @@ func firstStage(p *agg.Pipeline) string {
 		return names[0]
 	}
 	return "[]"
-}
-
-// pipelineProjectsTS: a stage other than $match/$sort names _ts, so the
-// user asked for it in the output (spec §5.2).
-func pipelineProjectsTS(pipeline bson.A) bool {
-	for _, s := range pipeline {
-		d, _ := s.(bson.D)
-		if len(d) == 1 && d[0].Key != "$match" && d[0].Key != "$sort" && containsKey(bson.D{d[0]}, "_ts") {
-			return true
-		}
-	}
-	return false
 }
 
 // aggInput pushes the pipeline's leading $match/$sort/$skip/$limit into a
@@ -188,6 +183,7 @@ type queryIter struct {
 	limit  int64
 	n      int64
 	opened bool
+	last   *record // of the document Next returned last
 }
 
 func newQueryIter(cq *compiledQuery) *queryIter {
@@ -211,8 +207,8 @@ func (q *queryIter) Next(ctx context.Context) (bson.D, bool, error) {
 		return nil, false, nil
 	}
 	for {
-		if err := ctx.Err(); err != nil {
-			return nil, false, err
+		if err := ctx.Err(); err != nil { // killOp, or the client went away
+			return nil, false, mongoerr.New(mongoerr.Interrupted, "operation was interrupted")
 		}
 		var md *matchedDoc
 		if q.sorted != nil || !q.cq.plan.sorted {
@@ -244,8 +240,29 @@ func (q *queryIter) Next(ctx context.Context) (bson.D, bool, error) {
 		}
 		q.n++
 		q.cq.stats.nReturned++
+		q.last = md.rec
 		return d, true, nil
 	}
+}
+
+// Source lets a stage that buffers documents ($sort) drop those that
+// expire meanwhile (spec §6.1; agg.Tracked).
+func (q *queryIter) Source() agg.Source {
+	if q.last == nil {
+		return nil
+	}
+	return &liveRecord{c: q.cq.c, rec: q.last}
+}
+
+// liveRecord is a stored document whose expiry is judged under the
+// collection's policy at the time of asking (it may have changed).
+type liveRecord struct {
+	c   *Collection
+	rec *record
+}
+
+func (l *liveRecord) Live() bool {
+	return !ttl.Expired(l.c.st().deadline(l.rec), l.c.e.nowMS())
 }
 
 func (q *queryIter) Close() {
@@ -257,9 +274,8 @@ func (q *queryIter) Close() {
 
 // aggSource adapts a pipeline's output to a cursor's docSource.
 type aggSource struct {
-	it    agg.Iterator
-	ctx   context.Context
-	strip bool
+	it  agg.Iterator
+	ctx context.Context
 }
 
 func (s *aggSource) next() (bson.Raw, error) {
@@ -271,13 +287,21 @@ func (s *aggSource) next() (bson.Raw, error) {
 	if err != nil || !ok {
 		return nil, err
 	}
-	if s.strip {
-		d = stripTS(d)
-	}
 	return bson.Marshal(d)
 }
 
 func (s *aggSource) close() { s.it.Close() }
+
+// useContext makes a cursor's pipeline run under the context of the
+// request now reading it (a getMore, which killOp can interrupt).
+func useContext(src docSource, ctx context.Context) {
+	switch s := src.(type) {
+	case *aggSource:
+		s.ctx = ctx
+	case *pushback:
+		useContext(s.docSource, ctx)
+	}
+}
 
 // aggEnv implements agg.Env over the engine.
 type aggEnv struct {
@@ -286,8 +310,19 @@ type aggEnv struct {
 }
 
 // Scan yields the live documents of db.coll matching filter: $lookup and
-// $unionWith never see expired documents (spec §6.1).
+// $unionWith never see expired documents (spec §6.1). A filter may name
+// _ts; the documents never carry it.
 func (a *aggEnv) Scan(ctx context.Context, db, coll string, filter bson.D) (agg.Iterator, error) {
+	return a.scan(db, coll, filter, false)
+}
+
+// ScanHidden is Scan with _ts in every document, for sub-pipelines that
+// use it (agg.HiddenScanner).
+func (a *aggEnv) ScanHidden(ctx context.Context, db, coll string, filter bson.D) (agg.Iterator, error) {
+	return a.scan(db, coll, filter, true)
+}
+
+func (a *aggEnv) scan(db, coll string, filter bson.D, withTS bool) (agg.Iterator, error) {
 	c := a.e.cat.Get(db, coll)
 	if c == nil {
 		return agg.Slice(nil), nil
@@ -296,7 +331,19 @@ func (a *aggEnv) Scan(ctx context.Context, db, coll string, filter bson.D) (agg.
 	if err != nil {
 		return nil, err
 	}
-	return newQueryIter(cq), nil
+	if withTS || !cq.withTS {
+		cq.withTS = cq.withTS || withTS
+		return newQueryIter(cq), nil
+	}
+	return &stripTSIter{newQueryIter(cq)}, nil
+}
+
+// stripTSIter drops the _ts a scan's filter needed.
+type stripTSIter struct{ agg.Iterator }
+
+func (s *stripTSIter) Next(ctx context.Context) (bson.D, bool, error) {
+	d, ok, err := s.Iterator.Next(ctx)
+	return stripTS(d), ok, err
 }
 
 func (a *aggEnv) Insert(ctx context.Context, db, coll string, doc bson.D) error {
@@ -366,20 +413,21 @@ func (a *aggEnv) Out(ctx context.Context, db, coll string, docs agg.Iterator) er
 	e := a.e
 	tmpName := fmt.Sprintf("tmp.agg_out.%s", bson.NewObjectID().Hex())
 	var opts bson.D
-	hasTTL, def := false, int64(0)
+	hasTTL, def, tsName := false, int64(0), ""
 	var idx []indexMeta
 	if t := e.cat.Get(db, coll); t != nil {
 		m := t.Meta()
-		opts, hasTTL, def, idx = m.Options, m.HasTTL, m.DefaultTTL, m.Indexes
+		opts, hasTTL, def, idx, tsName = m.Options, m.HasTTL, m.DefaultTTL, m.Indexes, m.TSIndexName
 	}
 	tmp, _, err := e.createCollection(db, tmpName, opts, hasTTL, def)
 	if err != nil {
 		return err
 	}
 	cleanup := func() { _ = e.dropCollection(db, tmpName) }
-	if len(idx) > 0 {
+	if len(idx) > 0 || (hasTTL && tsName != tmp.Meta().TSIndexName) {
 		tmp.mu.Lock()
 		m := tmp.Meta().clone()
+		m.TSIndexName = tsName // the _ts index keeps its name too (spec §3.3)
 		for _, ix := range idx {
 			ix.ID = m.NextIndexID
 			m.NextIndexID++

@@ -68,10 +68,16 @@ func cmdFindAndModify(e *Engine, r *Request) (bson.D, error) {
 		if d == nil {
 			return nil, nil
 		}
+		// d carries _ts, returned only when the projection names it
+		// (spec §5.2).
 		if proj != nil {
-			return proj.Apply(d, nil)
+			out, err := proj.Apply(d, nil)
+			if err != nil || proj.Includes("_ts") {
+				return out, err
+			}
+			return stripTS(out), nil
 		}
-		return d, nil
+		return stripTS(d), nil
 	}
 	if remove {
 		c := e.cat.Get(r.DB, coll)

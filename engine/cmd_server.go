@@ -51,8 +51,8 @@ func init() {
 		&Command{Name: "serverStatus", Help: "process-wide counters and figures", Run: cmdServerStatus},
 		&Command{Name: "listCommands", Help: "list the commands this server supports", Run: cmdListCommands},
 		&Command{Name: "startSession", Help: "start a logical session", Run: cmdStartSession},
-		&Command{Name: "endSessions", Help: "end logical sessions", Run: cmdNoop},
-		&Command{Name: "refreshSessions", Help: "keep logical sessions alive", Run: cmdNoop},
+		&Command{Name: "endSessions", Help: "end logical sessions", Run: cmdEndSessions},
+		&Command{Name: "refreshSessions", Help: "keep logical sessions alive", Run: cmdRefreshSessions},
 		&Command{Name: "killSessions", Help: "kill logical sessions", Run: cmdNoop},
 		&Command{Name: "killAllSessions", Help: "kill all logical sessions", Run: cmdNoop},
 		&Command{Name: "killAllSessionsByPattern", Help: "kill logical sessions matching patterns", Run: cmdNoop},
@@ -574,6 +574,7 @@ func cmdStartSession(e *Engine, r *Request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	e.running.vivify(id, e.clock.Now())
 	return bson.D{
 		{Key: "id", Value: bson.D{{Key: "id", Value: id}}},
 		{Key: "timeoutMinutes", Value: sessionTimeoutMinutes},

@@ -305,15 +305,16 @@ func (e *Engine) applyUpdate(r *Request, coll string, q *querySpec, upd *update.
 				if err != nil {
 					return err
 				}
-				if err := c.commitDoc(r, s, rec, nd); err != nil {
+				ts := e.nowTS()
+				if err := c.commitDocAt(r, s, rec, nd, ts); err != nil {
 					return err
 				}
 				res.matched++
 				if modified {
 					res.modified++
 				}
-				if wantDocs {
-					res.before, res.after = doc, nd
+				if wantDocs { // with _ts: findAndModify's fields may name it (spec §5.2)
+					res.before, res.after = withTS(doc, rec.ts), withTS(nd, ts)
 				}
 				return nil
 			})
@@ -369,12 +370,13 @@ func (e *Engine) upsertInsert(r *Request, c *Collection, filter bson.D, upd *upd
 	if old != nil && s.visible(old, e.nowMS()) {
 		return dupKeyError(s.meta, nil, nd)
 	}
-	if err := c.commitDoc(r, s, old, nd); err != nil {
+	ts := e.nowTS()
+	if err := c.commitDocAt(r, s, old, nd, ts); err != nil {
 		return err
 	}
 	res.upsertedID = nd[0].Value
 	if wantDocs {
-		res.after = nd
+		res.after = withTS(nd, ts)
 	}
 	return nil
 }
@@ -479,7 +481,7 @@ func (c *Collection) deleteMatching(r *Request, q *querySpec, single bool, got *
 		for _, id := range ids {
 			found, err := c.withDoc(cq, id, false, func(s *collState, rec *record, doc bson.D, _ int) error {
 				if got != nil {
-					*got = doc
+					*got = withTS(doc, rec.ts)
 				}
 				return c.deleteRecord(r, s, rec)
 			})

@@ -134,6 +134,8 @@ func (e *Engine) Handle(ctx context.Context, wr *wire.Request) (reply bson.Raw) 
 		return mustMarshal(mongoerr.New(mongoerr.FailedToParse, "empty command document").Reply())
 	}
 	name = cmd[0].Key
+	op, ctx := e.running.begin(ctx, wr.Conn, cmd, e.clock.Now()) // for currentOp and killOp (ops.go)
+	defer e.running.end(op)
 	r := &Request{Ctx: ctx, Conn: wr.Conn, Name: name, Cmd: cmd, Raw: wr.Command, MoreToCome: wr.MoreToCome}
 	body, err := e.dispatch(r)
 	e.profileOp(r, start, body, err)
@@ -146,6 +148,7 @@ func (e *Engine) Handle(ctx context.Context, wr *wire.Request) (reply bson.Raw) 
 		}
 		return mustMarshal(me.Reply())
 	}
+	e.noteCursor(op, body, e.clock.Now()) // for $currentOp's idleCursors
 	if e.slowMS > 0 && time.Since(start) > e.slowMS {
 		e.log.Info("slow command", zap.String("command", name), zap.String("db", r.DB), zap.Duration("took", time.Since(start)))
 	}

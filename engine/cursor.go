@@ -27,6 +27,7 @@ type cursor struct {
 	remaining int64 // documents still allowed by limit; -1 = unlimited
 	lastUse   time.Time
 	busy      bool
+	info      *cursorInfo // for $currentOp's idleCursors (ops.go)
 }
 
 // cursorTable holds open cursors and reaps idle ones (10 minutes, as

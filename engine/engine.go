@@ -71,6 +71,7 @@ type Engine struct {
 	ops struct {
 		insert, query, update, delete, getmore, command atomic.Int64
 	}
+	running opRegistry // operations in progress, connections and sessions (ops.go)
 
 	stop   chan struct{}
 	wg     sync.WaitGroup

@@ -359,3 +359,10 @@ func containsKey(v any, key string) bool {
 }
 
 func stripTS(d bson.D) bson.D { return bsonx.Delete(d, "_ts") }
+
+// withTS returns a copy of d with the _ts system property appended.
+func withTS(d bson.D, ts int64) bson.D {
+	out := make(bson.D, len(d), len(d)+1)
+	copy(out, d)
+	return append(out, bson.E{Key: "_ts", Value: ts})
+}

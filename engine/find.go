@@ -494,6 +494,7 @@ func cmdGetMore(e *Engine, r *Request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	useContext(cur.src, r.Ctx)
 	batch, exhausted, err := fillBatch(r, cur, batchSize)
 	if err != nil {
 		e.cursors.checkin(cur, true)

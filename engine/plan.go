@@ -584,6 +584,12 @@ func planHint(s *collState, filter, sortSpec bson.D, hint any) (*plan, error) {
 	default:
 		return nil, mongoerr.New(mongoerr.FailedToParse, "hint must be a string or an object")
 	}
+	if target == nil && hintsTSIndex(s.meta, hint) {
+		// The {_ts: 1} index listIndexes shows while DefaultTTL is set
+		// (spec §3.3) has no entries: hinting it reads the collection,
+		// which gives the same documents.
+		return &plan{kind: planCollScan}, nil
+	}
 	if target == nil || target.Hidden {
 		return nil, mongoerr.New(mongoerr.BadValue, "error processing query: planner returned error :: caused by :: hint provided does not correspond to an existing index")
 	}
@@ -600,6 +606,21 @@ func planHint(s *collState, filter, sortSpec bson.D, hint any) (*plan, error) {
 		p.sorted, p.reverse = true, rev
 	}
 	return p, nil
+}
+
+// hintsTSIndex reports whether a hint names the collection's _ts index by
+// name or key pattern.
+func hintsTSIndex(m *collMeta, hint any) bool {
+	if !m.HasTTL {
+		return false
+	}
+	switch h := hint.(type) {
+	case string:
+		return h == m.TSIndexName
+	case bson.D:
+		return bsonx.Equal(h, bson.D{{Key: "_ts", Value: int32(1)}})
+	}
+	return false
 }
 
 func hintID(preds map[string]*pred) *plan {

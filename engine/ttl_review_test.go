@@ -1,8 +1,7 @@
 package engine_test
 
-// TTL review (ttl-spec.md): edge cases that mayfly honours. Failing
-// reproductions of the defects found are kept apart, uncommitted, in
-// ttl_review_failing_test.go.txt.
+// TTL review (ttl-spec.md): edge cases that mayfly honours. The defects it
+// found are tested in ttl_review_fixed_test.go and ttl_review_gaps_test.go.
 
 import (
 	"fmt"

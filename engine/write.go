@@ -102,9 +102,14 @@ func (e *Engine) nowTS() int64 { return e.nowMS() / 1000 }
 
 // commitDoc writes one document change in its own atomic batch.
 func (c *Collection) commitDoc(r *Request, s *collState, old *record, newDoc bson.D) error {
+	return c.commitDocAt(r, s, old, newDoc, c.e.nowTS())
+}
+
+// commitDocAt is commitDoc with the _ts the document gets.
+func (c *Collection) commitDocAt(r *Request, s *collState, old *record, newDoc bson.D, ts int64) error {
 	b := c.e.kv.NewBatch()
 	defer b.Close()
-	size, err := c.writeDoc(b, s, old, newDoc, c.e.nowTS(), nil, nil)
+	size, err := c.writeDoc(b, s, old, newDoc, ts, nil, nil)
 	if err != nil {
 		return err
 	}

@@ -47,3 +47,9 @@ type HandlerFunc func(ctx context.Context, req *Request) bson.Raw
 
 // Handle calls f.
 func (f HandlerFunc) Handle(ctx context.Context, req *Request) bson.Raw { return f(ctx, req) }
+
+// ConnObserver is implemented by a Handler that wants to know when a
+// connection ends (for currentOp's idle connections and the like).
+type ConnObserver interface {
+	ConnClosed(c *ConnInfo)
+}

@@ -292,6 +292,9 @@ func (c *conn) serve() {
 		c.bw.Reset(nil)
 		writerPool.Put(c.bw)
 		s.removeConn(c)
+		if o, ok := s.handler.(ConnObserver); ok {
+			o.ConnClosed(&c.info)
+		}
 		log.Info("connection ended", zap.Int64("connectionCount", s.current.Load()))
 	}()
 

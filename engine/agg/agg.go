@@ -88,6 +88,9 @@ type Options struct {
 	MemoryLimit int64
 	// TempDir is where spills go (empty: os.TempDir()).
 	TempDir string
+	// Hidden names a top-level field the input documents may carry that
+	// is returned only when a stage names it (mayfly's _ts; see hidden.go).
+	Hidden string
 
 	// letNames are variable names defined by the command or an enclosing
 	// $lookup; inLookup marks a $lookup/$unionWith sub-pipeline.
@@ -99,9 +102,10 @@ type Options struct {
 // Pipeline is a parsed pipeline. It is immutable after Parse and may be run
 // any number of times, concurrently.
 type Pipeline struct {
-	stages []stage
-	opts   Options
-	vars   map[string]any
+	stages      []stage
+	opts        Options
+	vars        map[string]any
+	readsHidden bool // the input must carry opts.Hidden
 }
 
 // stage is one parsed stage.
@@ -160,7 +164,7 @@ func Parse(pipeline bson.A, opts Options) (*Pipeline, error) {
 		return nil, err
 	}
 	optimize(stages)
-	return &Pipeline{stages: stages, opts: opts, vars: vars}, nil
+	return &Pipeline{stages: stages, opts: opts, vars: vars, readsHidden: hiddenReads(pipeline, &opts)}, nil
 }
 
 func checkVarName(name string) error {
@@ -213,7 +217,7 @@ func parseStages(pipeline bson.A, opts *Options, inFacet bool) ([]stage, error) 
 		if !ok {
 			switch name {
 			case "$search", "$searchMeta", "$vectorSearch", "$geoNear",
-				"$changeStream", "$currentOp", "$listSessions", "$listLocalSessions", "$planCacheStats":
+				"$planCacheStats":
 				return nil, mongoerr.New(mongoerr.NotImplemented, "%s is not supported by mayfly", name)
 			}
 			return nil, mongoerr.New(40324, "Unrecognized pipeline stage name: '%s'", name)
@@ -223,11 +227,11 @@ func parseStages(pipeline bson.A, opts *Options, inFacet bool) ([]stage, error) 
 		}
 		if inFacet {
 			switch name {
-			case "$out", "$merge", "$facet", "$collStats", "$indexStats", "$documents":
+			case "$out", "$merge", "$facet", "$collStats", "$indexStats", "$documents", "$currentOp", "$listLocalSessions", "$listSessions":
 				return nil, mongoerr.New(40600, "%s is not allowed to be used within a $facet stage", name)
 			}
 		}
-		if firstOnly[name] && i != 0 {
+		if (firstOnly[name] || name == "$listSessions") && i != 0 {
 			code := int32(40602)
 			return nil, mongoerr.New(code, "%s is only valid as the first stage in a pipeline", name)
 		}
@@ -237,6 +241,7 @@ func parseStages(pipeline bson.A, opts *Options, inFacet bool) ([]stage, error) 
 		}
 		stages = append(stages, st)
 	}
+	stages = withHidden(stages, pipeline, opts, inFacet)
 	return stages, nil
 }
 
@@ -310,18 +315,21 @@ func (p *Pipeline) Split() (Prefix, *Pipeline) {
 		i++
 	}
 done:
-	rest := &Pipeline{stages: p.stages[i:], opts: p.opts, vars: p.vars}
+	rest := &Pipeline{stages: p.stages[i:], opts: p.opts, vars: p.vars, readsHidden: p.readsHidden}
 	return pre, rest
 }
 
-// Len is the number of stages.
-func (p *Pipeline) Len() int { return len(p.stages) }
+// Len is the number of stages (the client's: not counting the internal
+// removal of a hidden field).
+func (p *Pipeline) Len() int { return len(p.StageNames()) }
 
 // StageNames lists the stage names in order (for explain output).
 func (p *Pipeline) StageNames() []string {
-	out := make([]string, len(p.stages))
-	for i, s := range p.stages {
-		out[i] = s.name()
+	out := make([]string, 0, len(p.stages))
+	for _, s := range p.stages {
+		if _, ok := s.(*hideStage); !ok {
+			out = append(out, s.name())
+		}
 	}
 	return out
 }
@@ -424,6 +432,7 @@ func Collect(ctx context.Context, it Iterator) ([]bson.D, error) {
 type funcIter struct {
 	next  func(ctx context.Context) (bson.D, bool, error)
 	close func()
+	src   Iterator // the input each output document comes from (see Tracked), if any
 }
 
 func (f *funcIter) Next(ctx context.Context) (bson.D, bool, error) { return f.next(ctx) }
@@ -456,6 +465,7 @@ func mapIter(in Iterator, fn func(bson.D) (bson.D, error)) Iterator {
 			}
 		},
 		close: in.Close,
+		src:   in,
 	}
 }
 

@@ -152,7 +152,7 @@ func init() {
 					return nil, mongoerr.New(51047, "%s is not allowed to be used within a $lookup stage", st.name())
 				}
 			}
-			s.pipeline = &Pipeline{stages: stages, opts: so}
+			s.pipeline = &Pipeline{stages: stages, opts: so, readsHidden: hiddenReads(pipe, &so)}
 			optimize(s.pipeline.stages)
 		}
 		return s, nil
@@ -208,7 +208,7 @@ func init() {
 			}
 		}
 		optimize(stages)
-		s.pipeline = &Pipeline{stages: stages, opts: so}
+		s.pipeline = &Pipeline{stages: stages, opts: so, readsHidden: hiddenReads(pipe, &so)}
 		return s, nil
 	}
 	stageParsers["$facet"] = func(spec any, opts *Options) (stage, error) {
@@ -284,7 +284,7 @@ func (s *lookupStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterato
 			}
 			var input Iterator
 			if s.pipeline.NeedsInput() {
-				it, err := rc.env.Scan(ctx, s.db, s.from, filter)
+				it, err := scanFor(ctx, rc, s.pipeline, s.db, s.from, filter)
 				if err != nil {
 					return nil, err
 				}
@@ -386,7 +386,7 @@ func (s *unionStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterator
 				in.Close()
 				var input Iterator
 				if s.pipeline.NeedsInput() {
-					if input, err = rc.env.Scan(ctx, s.db, s.coll, nil); err != nil {
+					if input, err = scanFor(ctx, rc, s.pipeline, s.db, s.coll, nil); err != nil {
 						return nil, false, err
 					}
 				}

@@ -58,7 +58,8 @@ func (s *sortStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterator,
 	}
 	started := false
 	var out Iterator
-	return &funcIter{
+	fi := &funcIter{}
+	*fi = funcIter{
 		next: func(ctx context.Context) (bson.D, bool, error) {
 			if !started {
 				started = true
@@ -70,7 +71,7 @@ func (s *sortStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterator,
 					if !ok {
 						break
 					}
-					if err := srt.add(s.s.Keys(d), d); err != nil {
+					if err := srt.addFrom(s.s.Keys(d), d, sourceOf(in)); err != nil {
 						return nil, false, err
 					}
 				}
@@ -79,6 +80,7 @@ func (s *sortStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterator,
 				if out, err = srt.finish(); err != nil {
 					return nil, false, err
 				}
+				fi.src = out // each output document's Source, for a later stage that buffers
 			}
 			return out.Next(ctx)
 		},
@@ -89,7 +91,8 @@ func (s *sortStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterator,
 			}
 			srt.cleanup()
 		},
-	}, nil
+	}
+	return fi, nil
 }
 
 // sorter is an external sort over (key, document) records: records are
@@ -110,12 +113,15 @@ type sorter struct {
 	seq   int64
 	runs  []string
 	files []*os.File
+	// spilledSrc keeps the Source of spilled records (by seq).
+	spilledSrc map[int64]Source
 }
 
 type rec struct {
 	key []any
 	doc bson.D
-	seq int64 // input order, for stability
+	seq int64  // input order, for stability
+	src Source // where doc came from (nil: untracked); re-checked on output
 }
 
 func (s *sorter) less(a, b *rec) bool {
@@ -141,8 +147,12 @@ func (h *worstHeap) Pop() any {
 	return r
 }
 
-func (s *sorter) add(key []any, doc bson.D) error {
-	r := rec{key: key, doc: doc, seq: s.seq}
+func (s *sorter) add(key []any, doc bson.D) error { return s.addFrom(key, doc, nil) }
+
+// addFrom adds a record whose document came from src: finish's iterator
+// skips it if src is no longer live by then.
+func (s *sorter) addFrom(key []any, doc bson.D, src Source) error {
+	r := rec{key: key, doc: doc, seq: s.seq, src: src}
 	s.seq++
 	if s.topK > 0 {
 		h := &worstHeap{s: s, recs: s.recs}
@@ -187,6 +197,12 @@ func (s *sorter) spill() error {
 	s.runs = append(s.runs, f.Name())
 	w := bufio.NewWriter(f)
 	for _, r := range s.recs {
+		if r.src != nil {
+			if s.spilledSrc == nil {
+				s.spilledSrc = map[int64]Source{}
+			}
+			s.spilledSrc[r.seq] = r.src
+		}
 		b, err := bson.Marshal(bson.D{{Key: "k", Value: encodeKey(r.key)}, {Key: "s", Value: r.seq}, {Key: "d", Value: r.doc}})
 		if err != nil {
 			return mongoerr.New(mongoerr.InternalError, "cannot encode spill record: %v", err)
@@ -219,21 +235,22 @@ func encodeKey(k []any) bson.A {
 func (s *sorter) finish() (Iterator, error) {
 	if s.topK > 0 {
 		h := &worstHeap{s: s, recs: s.recs}
-		out := make([]bson.D, len(h.recs))
-		for i := len(out) - 1; i >= 0; i-- {
-			out[i] = heap.Pop(h).(rec).doc
+		out := &liveSlice{docs: make([]bson.D, len(h.recs)), lives: make([]Source, len(h.recs))}
+		for i := len(out.docs) - 1; i >= 0; i-- {
+			r := heap.Pop(h).(rec)
+			out.docs[i], out.lives[i] = r.doc, r.src
 		}
 		s.recs = nil
-		return Slice(out), nil
+		return out, nil
 	}
 	if len(s.runs) == 0 {
 		s.sortMem()
-		out := make([]bson.D, len(s.recs))
+		out := &liveSlice{docs: make([]bson.D, len(s.recs)), lives: make([]Source, len(s.recs))}
 		for i, r := range s.recs {
-			out[i] = r.doc
+			out.docs[i], out.lives[i] = r.doc, r.src
 		}
 		s.recs = nil
-		return Slice(out), nil
+		return out, nil
 	}
 	if len(s.recs) > 0 {
 		if err := s.spill(); err != nil {
@@ -303,6 +320,7 @@ type mergeHead struct {
 type mergeIter struct {
 	s     *sorter
 	heads []mergeHead
+	last  Source
 }
 
 func (m *mergeIter) Len() int           { return len(m.heads) }
@@ -316,22 +334,35 @@ func (m *mergeIter) Pop() any {
 }
 
 func (m *mergeIter) Next(ctx context.Context) (bson.D, bool, error) {
-	if len(m.heads) == 0 {
-		return nil, false, nil
+	for {
+		if len(m.heads) == 0 {
+			return nil, false, nil
+		}
+		top := m.heads[0]
+		nr, ok, err := top.src.next()
+		if err != nil {
+			return nil, false, err
+		}
+		if ok {
+			m.heads[0].r = nr
+			heap.Fix(m, 0)
+		} else {
+			heap.Pop(m)
+		}
+		src := m.s.spilledSrc[top.r.seq]
+		if src != nil {
+			delete(m.s.spilledSrc, top.r.seq)
+			if !src.Live() {
+				continue
+			}
+		}
+		m.last = src
+		return top.r.doc, true, nil
 	}
-	top := m.heads[0]
-	nr, ok, err := top.src.next()
-	if err != nil {
-		return nil, false, err
-	}
-	if ok {
-		m.heads[0].r = nr
-		heap.Fix(m, 0)
-	} else {
-		heap.Pop(m)
-	}
-	return top.r.doc, true, nil
 }
+
+// Source is that of the last document returned (see Tracked).
+func (m *mergeIter) Source() Source { return m.last }
 
 func (m *mergeIter) Close() { m.s.cleanup() }
 

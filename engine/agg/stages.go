@@ -451,6 +451,7 @@ func (s *limitStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterator
 			return d, ok, err
 		},
 		close: in.Close,
+		src:   in,
 	}, nil
 }
 
@@ -661,6 +662,7 @@ func (s *unwindStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterato
 			}
 		},
 		close: in.Close,
+		src:   in,
 	}, nil
 }
 

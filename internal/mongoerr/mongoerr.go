@@ -79,6 +79,7 @@ var names = map[int32]string{
 	197: "InvalidIndexSpecificationOption", 227: "CannotImplicitlyCreateCollection", 238: "NotImplemented",
 	241: "ConversionFailure", 292: "QueryExceededMemoryLimitNoDiskUseAllowed", 314: "ObjectIsBusy",
 	323: "APIStrictError", 11000: "DuplicateKey", 11601: "Interrupted",
+	12: "UnsupportedFormat",
 }
 
 // CodeName returns mongod's codeName for a code ("Location<code>" for the
