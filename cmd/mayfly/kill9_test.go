@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// kill9Config is how many kill -9 cycles to run and how long clients write
+// in each. -short keeps it to 2 × 300 ms; MAYFLY_KILL9_CYCLES and
+// MAYFLY_KILL9_CYCLE_MS override both for a soak.
+func kill9Config(t *testing.T) (cycles int, cycle time.Duration) {
+	cycles, ms := 3, 1000
+	if testing.Short() {
+		cycles, ms = 2, 300
+	}
+	if v := os.Getenv("MAYFLY_KILL9_CYCLES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("MAYFLY_KILL9_CYCLES=%q: want a positive integer", v)
+		}
+		cycles = n
+	}
+	if v := os.Getenv("MAYFLY_KILL9_CYCLE_MS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("MAYFLY_KILL9_CYCLE_MS=%q: want a positive integer", v)
+		}
+		ms = n
+	}
+	return cycles, time.Duration(ms) * time.Millisecond
+}
+
+// ack is one acknowledged insert: its _id and when the reply arrived.
+type ack struct {
+	id string
+	at time.Time
+}
+
+// writeUntilKilled runs writers goroutines per write concern, inserting
+// one document per command until the server stops answering, and returns
+// the acknowledged inserts per write concern name.
+func writeUntilKilled(t *testing.T, addr string, cycle int, wcs []namedWC, writers int, stop <-chan struct{}) map[string][]ack {
+	client, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + addr + "/?directConnection=true").
+		SetMaxPoolSize(uint64(len(wcs) * writers)).SetTimeout(5 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Disconnect(context.Background())
+	db := client.Database("kill9")
+	var (
+		mu   sync.Mutex
+		acks = map[string][]ack{}
+		wg   sync.WaitGroup
+	)
+	for _, wc := range wcs {
+		for g := 0; g < writers; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n := 0; ; n++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					id := fmt.Sprintf("%s/%d/%d/%d", wc.name, cycle, g, n)
+					err := db.RunCommand(context.Background(), bson.D{
+						{Key: "insert", Value: "c"},
+						{Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: id}, {Key: "pad", Value: "0123456789abcdef0123456789abcdef"}}}},
+						{Key: "writeConcern", Value: wc.wc},
+					}).Err()
+					if err != nil {
+						return // the server is gone (or going): nothing more is acknowledged
+					}
+					at := time.Now()
+					mu.Lock()
+					acks[wc.name] = append(acks[wc.name], ack{id, at})
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	<-stop
+	wg.Wait()
+	return acks
+}
+
+type namedWC struct {
+	name string
+	wc   bson.D
+}
+
+// presentIDs returns every _id in kill9.c.
+func presentIDs(t *testing.T, addr string) map[string]bool {
+	client, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + addr + "/?directConnection=true"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Disconnect(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cur, err := client.Database("kill9").Collection("c").Find(ctx, bson.D{}, options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for cur.Next(ctx) {
+		out[cur.Current.Lookup("_id").StringValue()] = true
+	}
+	if err := cur.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// kill9Cycles starts mayfly on one dbpath, lets concurrent clients insert
+// with each write concern for a cycle, kills the process with SIGKILL at
+// once, restarts it on the same dbpath and hands what was acknowledged,
+// when the kill happened and what survived to check.
+func kill9Cycles(t *testing.T, wcs []namedWC, writers int, extraArgs []string, check func(cycle int, acks map[string][]ack, killedAt time.Time, present map[string]bool)) {
+	cycles, cycleLen := kill9Config(t)
+	dir := t.TempDir()
+	args := append([]string{"--dbpath", dir}, extraArgs...)
+	p := launch(t, args...)
+	for cycle := 0; cycle < cycles; cycle++ {
+		stop := make(chan struct{})
+		var acks map[string][]ack
+		done := make(chan struct{})
+		go func() { acks = writeUntilKilled(t, p.addr, cycle, wcs, writers, stop); close(done) }()
+		time.Sleep(cycleLen)
+		// No clean shutdown: the process dies at once, replies in flight
+		// included.
+		killedAt := time.Now()
+		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		p.cmd.Wait()
+		close(stop)
+		<-done
+		p = launch(t, args...)
+		check(cycle, acks, killedAt, presentIDs(t, p.addr))
+	}
+}
+
+// TestIssue21Kill9EveryJournaledSpelling: a write acknowledged with j or
+// fsync — in every spelling mongod accepts as true (safeBool: true, 1,
+// 1.0, NumberLong(1)) — is on stable storage before the reply, so SIGKILL
+// at any moment loses none of them.
+func TestIssue21Kill9EveryJournaledSpelling(t *testing.T) {
+	wcs := []namedWC{
+		{"j-true", bson.D{{Key: "j", Value: true}}},
+		{"j-int32", bson.D{{Key: "j", Value: int32(1)}}},
+		{"j-double", bson.D{{Key: "j", Value: 1.0}}},
+		{"j-int64", bson.D{{Key: "j", Value: int64(1)}}},
+		{"w1-j-int32", bson.D{{Key: "w", Value: int32(1)}, {Key: "j", Value: int32(1)}}},
+		{"fsync-true", bson.D{{Key: "fsync", Value: true}}},
+		{"fsync-int32", bson.D{{Key: "fsync", Value: int32(1)}}},
+	}
+	total, lost := map[string]int{}, map[string]int{}
+	kill9Cycles(t, wcs, 2, nil, func(cycle int, acks map[string][]ack, _ time.Time, present map[string]bool) {
+		for name, as := range acks {
+			total[name] += len(as)
+			for _, a := range as {
+				if !present[a.id] {
+					lost[name]++
+					if lost[name] <= 3 {
+						t.Errorf("cycle %d: acknowledged %s insert %s lost by kill -9", cycle, name, a.id)
+					}
+				}
+			}
+		}
+	})
+	for _, wc := range wcs {
+		t.Logf("%-12s acknowledged %6d, lost %d", wc.name, total[wc.name], lost[wc.name])
+		if total[wc.name] == 0 {
+			t.Errorf("%s: no insert was acknowledged: the test measured nothing", wc.name)
+		}
+	}
+}
