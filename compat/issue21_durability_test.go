@@ -1,10 +1,14 @@
 package compat
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mayflydb/mayfly/server"
 )
 
 // TestIssue21WriteConcernParsing: mongod 7.0 parses writeConcern with its
@@ -69,5 +73,43 @@ func TestIssue21WriteConcernParsing(t *testing.T) {
 	}
 	if n := e.count("wc", nil); n != 17 {
 		t.Fatalf("%d documents inserted, want 17 (one per accepted write concern)", n)
+	}
+}
+
+// TestIssue21JournalCommitIntervalConfig: server.Config takes mongod's
+// journalCommitInterval range (1 to 500 ms) and refuses to start outside
+// it; inside it the server serves writes of every write concern.
+func TestIssue21JournalCommitIntervalConfig(t *testing.T) {
+	mayflyOnly(t)
+	for _, bad := range []time.Duration{-time.Millisecond, 501 * time.Millisecond, time.Microsecond} {
+		srv, err := server.Start(server.Config{Bind: "127.0.0.1", InMemory: true, JournalCommitInterval: bad})
+		if err == nil {
+			srv.Close()
+			t.Fatalf("JournalCommitInterval %v accepted", bad)
+		}
+		if !strings.Contains(err.Error(), "between 1 and 500 milliseconds") {
+			t.Errorf("JournalCommitInterval %v: %v", bad, err)
+		}
+	}
+	srv, err := server.Start(server.Config{Bind: "127.0.0.1", InMemory: true, JournalCommitInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cli, err := connect(srv.URI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Disconnect(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i, wc := range []bson.D{{}, {{Key: "w", Value: int32(1)}}, {{Key: "j", Value: int32(1)}}, {{Key: "fsync", Value: true}}} {
+		if err := cli.Database("jci").RunCommand(ctx, bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: i}}}}, {Key: "writeConcern", Value: wc}}).Err(); err != nil {
+			t.Fatalf("insert with writeConcern %s: %v", ejson(wc), err)
+		}
+	}
+	time.Sleep(20 * time.Millisecond) // a few background syncs run meanwhile
+	if n, err := cli.Database("jci").Collection("c").CountDocuments(ctx, bson.D{}); err != nil || n != 4 {
+		t.Fatalf("count %d, %v; want 4", n, err)
 	}
 }
