@@ -162,6 +162,9 @@ func (e *Engine) dispatch(r *Request) (bson.D, error) {
 		return nil, mongoerr.New(mongoerr.FailedToParse, "OP_MSG requests require a $db argument")
 	}
 	r.DB = dbs
+	if err := checkDatabaseName(dbs); err != nil {
+		return nil, err
+	}
 	if c.AdminOnly && dbs != "admin" {
 		return nil, mongoerr.New(mongoerr.Unauthorized, "%s may only be run against the admin database.", c.Name)
 	}
