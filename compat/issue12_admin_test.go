@@ -144,9 +144,10 @@ func TestIssue12AdminSystemVersionReadable(t *testing.T) {
 	want := val(t, r, "featureCompatibilityVersion.version").StringValue()
 	docsEq(t, docs, bson.D{{Key: "_id", Value: "featureCompatibilityVersion"}, {Key: "version", Value: want}})
 	eq(t, "version", want, "7.0")
-	// Only admin has it: elsewhere system.version is no valid namespace.
-	err = e.runErr(bson.D{{Key: "find", Value: "system.version"}})
-	wantCode(t, err, 73, "InvalidNamespace")
+	// Only admin has it: elsewhere system.version cannot be created, and a
+	// read of it finds nothing (reads do not apply userAllowedCreateNS).
+	eq(t, "system.version outside admin", len(e.find("system.version", nil)), 0)
+	wantCode(t, e.runErr(bson.D{{Key: "insert", Value: "system.version"}, {Key: "documents", Value: bson.A{bson.D{}}}}), 73, "InvalidNamespace")
 	// The document, its collection and the admin database stay (OpObserverImpl).
 	_, err = e.cli.Database("admin").Collection("system.version").DeleteOne(e.ctx, bson.D{{Key: "_id", Value: "featureCompatibilityVersion"}})
 	wantCode(t, err, 40670, "Location40670")

@@ -246,35 +246,92 @@ func (cat *Catalog) All() []*Collection {
 	return out
 }
 
-// ValidateDBName checks a database name as mongod does.
+// ValidateDBName checks the database name of a database-level command
+// (listCollections, dbStats): DatabaseName's own checks, then mongod's
+// validDBName on Linux, where only / \ . space " $ and NUL are refused
+// (the FAT32 characters *<>:|? only on Windows).
 func ValidateDBName(db string) error {
 	if db == "" {
 		return mongoerr.New(mongoerr.InvalidNamespace, "Invalid database name: ''")
 	}
-	if len(db) >= 64 {
-		return mongoerr.New(mongoerr.InvalidNamespace, "db name is too long: '%s'", db)
+	if err := checkDatabaseName(db); err != nil {
+		return err
 	}
-	if strings.ContainsAny(db, "/\\. \"$*<>:|?\x00") {
+	if !validDBName(db, false) {
 		return mongoerr.New(mongoerr.InvalidNamespace, "Invalid database name: '%s'", db)
 	}
 	return nil
 }
 
-// ValidateCollName checks a collection name as mongod does.
+// checkDatabaseName is what mongod 7.0's DatabaseName constructor refuses,
+// whatever the command.
+func checkDatabaseName(db string) error {
+	switch {
+	case strings.Contains(db, "."):
+		return mongoerr.New(mongoerr.InvalidNamespace, "'.' is an invalid character in a db name: %s", db)
+	case strings.Contains(db, "\x00"):
+		return mongoerr.New(mongoerr.InvalidNamespace, "database names cannot have embedded null characters")
+	case len(db) > maxDBNameLen:
+		return mongoerr.New(mongoerr.InvalidNamespace, "db name must be at most %d characters, found: %d", maxDBNameLen, len(db))
+	}
+	return nil
+}
+
+// maxDBNameLen and maxNSLen are mongod's limits in bytes: a database name
+// of at most 63, a full user namespace "db.coll" of at most 255.
+const (
+	maxDBNameLen = 63
+	maxNSLen     = 255
+)
+
+// validDBName is NamespaceString::validDBName as built for Linux.
+func validDBName(db string, allowDollar bool) bool {
+	if db == "" || len(db) > maxDBNameLen {
+		return false
+	}
+	bad := "/\\. \"\x00"
+	if !allowDollar {
+		bad += "$"
+	}
+	return !strings.ContainsAny(db, bad)
+}
+
+// ValidateNS is what every collection command checks when it parses its
+// namespace (NamespaceString's constructor and isValid): reads of a name
+// that could never be created ("a$b") simply find nothing, as in mongod.
+func ValidateNS(db, coll string) error {
+	if err := checkDatabaseName(db); err != nil {
+		return err
+	}
+	if strings.Contains(coll, "\x00") {
+		return mongoerr.New(mongoerr.InvalidNamespace, "namespaces cannot have embedded null characters")
+	}
+	if strings.HasPrefix(coll, ".") {
+		return mongoerr.New(mongoerr.InvalidNamespace, "Collection names cannot start with '.': %s", coll)
+	}
+	if coll == "" || !validDBName(db, true) {
+		return mongoerr.New(mongoerr.InvalidNamespace, "Invalid namespace specified '%s.%s'", db, coll)
+	}
+	return nil
+}
+
+// ValidateCollName checks a namespace that is written to or created, as
+// mongod's userAllowedCreateNS: no $ in the database or collection name,
+// system collections only from the allowed few, and at most 255 bytes for
+// "db.coll". Names such as "a." and "a..b" are valid.
 func ValidateCollName(db, coll string) error {
-	if err := ValidateDBName(db); err != nil {
+	if err := ValidateNS(db, coll); err != nil {
 		return err
 	}
 	switch {
-	case coll == "":
-		return mongoerr.New(mongoerr.InvalidNamespace, "Invalid namespace specified '%s.'", db)
-	case strings.Contains(coll, "$") || strings.Contains(coll, "\x00"):
+	case !validDBName(db, false):
+		return mongoerr.New(mongoerr.InvalidNamespace, "Invalid namespace: %s.%s", db, coll)
+	case strings.Contains(coll, "$"):
 		return mongoerr.New(mongoerr.InvalidNamespace, "Invalid collection name: %s", coll)
-	case strings.HasPrefix(coll, "."):
-		return mongoerr.New(mongoerr.InvalidNamespace, "Invalid namespace specified '%s.%s'", db, coll)
-	case len(db)+1+len(coll) > 255:
-		return mongoerr.New(mongoerr.InvalidNamespace, "Fully qualified namespace is too long. Namespace: %s.%s Max: 255", db, coll)
-	case strings.HasPrefix(coll, "system.") && !allowedSystem[coll] && !(db == "admin" && coll == "system.version") && !(db == "config" && coll == "system.sessions"):
+	case len(db)+1+len(coll) > maxNSLen:
+		return mongoerr.New(mongoerr.InvalidNamespace, "Fully qualified namespace is too long. Namespace: %s.%s Max: %d", db, coll, maxNSLen)
+	case strings.HasPrefix(coll, "system.") && !allowedSystem[coll] &&
+		!(db == "admin" && coll == "system.version") && !(db == "config" && coll == "system.sessions"):
 		return mongoerr.New(mongoerr.InvalidNamespace, "Invalid system namespace: %s.%s", db, coll)
 	}
 	return nil

@@ -10,8 +10,9 @@ func init() {
 	Register(&Command{Name: "fsync", Help: "flush all pending writes to the data files", AdminOnly: true, Run: cmdFsync})
 }
 
-// cmdFsync flushes the memtable to data files (the WAL already makes every
-// acknowledged write durable against a process crash). lock: true is not
+// cmdFsync flushes the memtable to data files, which makes every write
+// acknowledged before it durable (an unjournaled one otherwise waits for
+// the background WAL sync, every journalCommitInterval). lock: true is not
 // supported.
 func cmdFsync(e *Engine, r *Request) (bson.D, error) {
 	if boolArg(r, "lock") {

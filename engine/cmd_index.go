@@ -343,6 +343,9 @@ func cmdCreateIndexes(e *Engine, r *Request) (bson.D, error) {
 		if skip {
 			continue
 		}
+		if err := checkIndexLimit(r.DB, coll, m, ix); err != nil {
+			return nil, err
+		}
 		if ix.Key[0].Key == "_ts" && len(ix.Key) == 1 {
 			if !ix.HasTTL {
 				return nil, mongoerr.New(mongoerr.CannotCreateIndex, "an index on _ts must carry expireAfterSeconds: it sets the collection's defaultTimeToLive (spec §3.3)")

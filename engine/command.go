@@ -166,6 +166,9 @@ func (e *Engine) dispatch(r *Request) (bson.D, error) {
 		return nil, mongoerr.New(mongoerr.FailedToParse, "OP_MSG requests require a $db argument")
 	}
 	r.DB = dbs
+	if err := checkDatabaseName(dbs); err != nil {
+		return nil, err
+	}
 	if err := checkAPIParameters(r, c); err != nil {
 		return nil, err
 	}
@@ -191,56 +194,19 @@ func (e *Engine) dispatch(r *Request) (bson.D, error) {
 	return c.Run(e, r)
 }
 
-// checkWriteConcern accepts what a standalone can honour (w: 0, 1,
-// "majority", j, wtimeout) and refuses the rest as mongod does.
+// checkWriteConcern refuses a writeConcern mongod would refuse on a
+// standalone (see parseWriteConcern).
 func checkWriteConcern(r *Request) error {
-	v, ok := r.Arg("writeConcern")
-	if !ok || v == nil {
-		return nil
-	}
-	wc, isDoc := v.(bson.D)
-	if !isDoc {
-		return mongoerr.New(mongoerr.FailedToParse, "writeConcern must be an object")
-	}
-	for _, f := range wc {
-		switch f.Key {
-		case "w":
-			switch w := f.Value.(type) {
-			case string:
-				if w != "majority" {
-					return mongoerr.New(mongoerr.BadValue, "cannot use non-majority 'w' mode %s when a host is not a member of a replica set", w)
-				}
-			default:
-				n, isInt := bsonx.ToInt64(w)
-				if !isInt || n < 0 {
-					return mongoerr.New(mongoerr.FailedToParse, "w has to be a number or string; found: %v", w)
-				}
-				if n > 1 {
-					return mongoerr.New(mongoerr.BadValue, "cannot use 'w' > 1 when a host is not a member of a replica set")
-				}
-			}
-		case "j", "fsync", "wtimeout", "wtimeoutMS", "provenance":
-		default:
-			return mongoerr.New(mongoerr.FailedToParse, "unrecognized write concern field: %s", f.Key)
-		}
-	}
-	return nil
+	_, err := parseWriteConcern(r.Cmd)
+	return err
 }
 
 // SyncRequested reports whether the command's write concern asks for a
-// journaled (synced) commit.
+// journaled (synced) commit: j or fsync with any truthy value (true or a
+// non-zero number, mongod's safeBool).
 func (r *Request) SyncRequested() bool {
-	v, ok := r.Arg("writeConcern")
-	if !ok {
-		return false
-	}
-	wc, _ := v.(bson.D)
-	for _, f := range wc {
-		if (f.Key == "j" || f.Key == "fsync") && f.Value == true {
-			return true
-		}
-	}
-	return false
+	wc, err := parseWriteConcern(r.Cmd)
+	return err == nil && wc.sync
 }
 
 func (e *Engine) countOp(name string) {

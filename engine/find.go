@@ -367,10 +367,25 @@ func collName(r *Request) (string, error) {
 	if !ok {
 		return "", mongoerr.New(mongoerr.InvalidNamespace, "collection name has invalid type %s", bsonx.TypeName(v))
 	}
-	if err := ValidateCollName(r.DB, s); err != nil {
+	check := ValidateNS
+	if createsNamespace(r.Name) {
+		check = ValidateCollName
+	}
+	if err := check(r.DB, s); err != nil {
 		return "", err
 	}
 	return s, nil
+}
+
+// createsNamespace: the commands mongod checks with userAllowedWriteNS /
+// userAllowedCreateNS (they write to the collection or create it); the
+// others only parse the namespace.
+func createsNamespace(cmd string) bool {
+	switch strings.ToLower(cmd) {
+	case "insert", "update", "delete", "findandmodify", "create", "createindexes":
+		return true
+	}
+	return false
 }
 
 func parseFind(r *Request) (*querySpec, error) {

@@ -46,7 +46,18 @@ type Config struct {
 	// ShutdownTimeout bounds how long Close waits for requests in flight
 	// (default 10 s).
 	ShutdownTimeout time.Duration
+	// JournalCommitInterval is how often unjournaled writes are made
+	// durable: the most a crash can lose of writes acknowledged without
+	// j/fsync (mongod's journalCommitInterval: 1 to 500 ms, default 100).
+	JournalCommitInterval time.Duration
 }
+
+// Bounds of JournalCommitInterval, as mongod's --journalCommitInterval.
+const (
+	MinJournalCommitInterval     = time.Millisecond
+	MaxJournalCommitInterval     = 500 * time.Millisecond
+	DefaultJournalCommitInterval = 100 * time.Millisecond
+)
 
 // Server is a running mayfly.
 type Server struct {
@@ -79,6 +90,12 @@ func Start(cfg Config) (*Server, error) {
 	}
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = 10 * time.Second
+	}
+	if cfg.JournalCommitInterval == 0 {
+		cfg.JournalCommitInterval = DefaultJournalCommitInterval
+	}
+	if cfg.JournalCommitInterval < MinJournalCommitInterval || cfg.JournalCommitInterval > MaxJournalCommitInterval {
+		return nil, fmt.Errorf("journalCommitInterval must be between 1 and 500 milliseconds, got %v", cfg.JournalCommitInterval)
 	}
 	if cfg.Parsed == nil {
 		cfg.Parsed = map[string]any{"net.bindIp": cfg.Bind, "net.port": int32(cfg.Port)}
@@ -116,7 +133,7 @@ func Start(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("data directory %s is unusable: %w", dir, err)
 		}
 	}
-	store, err := pebblekv.Open(dir, pebblekv.Options{InMemory: cfg.InMemory, Logger: log.Named("pebble")})
+	store, err := pebblekv.Open(dir, pebblekv.Options{InMemory: cfg.InMemory, Logger: log.Named("pebble"), WALSyncInterval: cfg.JournalCommitInterval})
 	if err != nil {
 		ln.Close()
 		if errors.Is(err, pebblekv.ErrLocked) {

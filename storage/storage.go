@@ -47,7 +47,9 @@ type Batch interface {
 	// DeleteRange deletes every key in [lo, hi).
 	DeleteRange(lo, hi []byte) error
 	// Commit applies the batch atomically. With sync the call returns only
-	// after the write-ahead log is on stable storage. Readers may see the
+	// after the write-ahead log is on stable storage. Without sync a crash
+	// of the process or of the machine can lose the batch until the store
+	// next syncs its log (pebblekv bounds that window). Readers may see the
 	// batch before Commit returns; acknowledge clients only afterwards.
 	Commit(sync bool) error
 	// Len is the number of operations in the batch.

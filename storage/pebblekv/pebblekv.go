@@ -35,6 +35,7 @@ const (
 	DefaultCacheSize          = 256 << 20
 	DefaultMemTableSize       = 64 << 20
 	DefaultWALMinSyncInterval = 100 * time.Microsecond
+	DefaultWALSyncInterval    = 100 * time.Millisecond
 )
 
 // Options configure Open. The zero value is a sensible on-disk store.
@@ -53,6 +54,13 @@ type Options struct {
 	// commits arriving within it share one fsync (default 100µs). A negative
 	// value disables the delay.
 	WALMinSyncInterval time.Duration
+	// WALSyncInterval bounds how long an unsynced commit (Commit(false))
+	// stays only in memory: a background goroutine makes the write-ahead
+	// log durable this often when such commits happened since its last
+	// sync, so a process or machine crash loses at most about this window
+	// of them (mongod's journalCommitInterval; default 100 ms). A negative
+	// value disables the background sync.
+	WALSyncInterval time.Duration
 	// MaxConcurrentCompactions bounds background compactions (default 2:
 	// the server shares few cores with query work).
 	MaxConcurrentCompactions int
@@ -69,6 +77,13 @@ type Store struct {
 	dir    string
 	closed atomic.Bool
 	mu     sync.Mutex // serialises Close
+
+	// unsynced is set by every Commit(false) after it returns; the WAL
+	// syncer clears it and makes the log durable.
+	unsynced   atomic.Bool
+	stopSyncer chan struct{}
+	syncerDone chan struct{}
+	log        *zap.Logger
 }
 
 var _ storage.KV = (*Store)(nil)
@@ -151,7 +166,42 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("pebblekv: open %s: %w", dir, err)
 	}
-	return &Store{db: db, cache: cache, dir: dir}, nil
+	s := &Store{db: db, cache: cache, dir: dir, log: logger}
+	if opts.WALSyncInterval == 0 {
+		opts.WALSyncInterval = DefaultWALSyncInterval
+	}
+	if opts.WALSyncInterval > 0 {
+		s.stopSyncer, s.syncerDone = make(chan struct{}), make(chan struct{})
+		go s.walSyncer(opts.WALSyncInterval)
+	}
+	return s, nil
+}
+
+// walSyncer makes the write-ahead log durable every interval when unsynced
+// commits happened since the last round. Pebble keeps a NoSync commit in
+// its own in-process WAL buffer until a block fills or a synced write
+// comes along, so without this nothing bounds how long an acknowledged
+// w: 1 write can be lost to a crash. A synced empty LogData record is the
+// cheapest way to ask Pebble for that: it forces out and fsyncs everything
+// queued before it, and groups with concurrent synced commits.
+func (s *Store) walSyncer(interval time.Duration) {
+	defer close(s.syncerDone)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopSyncer:
+			return
+		case <-t.C:
+			if !s.unsynced.Swap(false) {
+				continue
+			}
+			if err := s.db.LogData(nil, pebble.Sync); err != nil {
+				s.unsynced.Store(true)
+				s.log.Error("background WAL sync failed", zap.Error(err))
+			}
+		}
+	}
 }
 
 // ErrClosed is returned by operations on a closed Store. Pebble itself
@@ -413,6 +463,11 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	if s.stopSyncer != nil {
+		// Pebble panics on use after Close: the syncer stops first.
+		close(s.stopSyncer)
+		<-s.syncerDone
+	}
 	err := s.db.Close()
 	s.cache.Unref()
 	return err
@@ -449,9 +504,14 @@ func (b *batch) DeleteSized(key []byte, valueSize uint32) error {
 }
 func (b *batch) DeleteRange(lo, hi []byte) error { return b.b.DeleteRange(lo, hi, nil) }
 
-// Commit applies the batch; sync waits for the WAL fsync (shared with
-// concurrent committers), otherwise the write survives a process crash but
-// not a power loss.
+// Commit applies the batch. With sync it returns after the WAL fsync
+// (shared with concurrent committers): the write survives a process crash
+// and a power loss. Without sync the record is only copied into Pebble's
+// in-process WAL buffer, written to the file when a 32 KiB block fills or
+// a later synced write forces it out, and fsynced with that write: until
+// then a process crash (kill -9) loses it, as a machine crash loses what
+// the OS had not written back. The store's WAL syncer bounds that window
+// to Options.WALSyncInterval.
 func (b *batch) Commit(sync bool) error {
 	if b.s.closed.Load() {
 		return ErrClosed
@@ -459,7 +519,11 @@ func (b *batch) Commit(sync bool) error {
 	if sync {
 		return b.b.Commit(pebble.Sync)
 	}
-	return b.b.Commit(pebble.NoSync)
+	if err := b.b.Commit(pebble.NoSync); err != nil {
+		return err
+	}
+	b.s.unsynced.Store(true)
+	return nil
 }
 
 // Len is the number of operations (Pebble's own Len is the byte size).
