@@ -69,7 +69,9 @@ func cmdAggregate(e *Engine, r *Request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := agg.Parse(pipeline, agg.Options{Let: let, AllowDiskUse: boolArg(r, "allowDiskUse"), DB: r.DB, Coll: coll, Now: e.Now()})
+	p, err := agg.Parse(pipeline, agg.Options{Let: let, AllowDiskUse: e.allowDiskUse(r), DB: r.DB, Coll: coll, Now: e.Now(),
+		MemoryLimit: e.params.sortMemLimit(), GroupMemoryLimit: e.params.groupMemLimit(),
+		BucketAutoMemoryLimit: e.params.bucketAutoMemLimit()})
 	if err != nil {
 		return nil, err
 	}

@@ -72,6 +72,8 @@ type Engine struct {
 		insert, query, update, delete, getmore, command atomic.Int64
 	}
 
+	params serverParams // runtime server parameters (setParameter)
+
 	stop   chan struct{}
 	wg     sync.WaitGroup
 	closed atomic.Bool

@@ -86,6 +86,12 @@ type Options struct {
 	// MemoryLimit overrides DefaultMemoryLimit (bytes) for each blocking
 	// stage; tests set it low to exercise spilling.
 	MemoryLimit int64
+	// GroupMemoryLimit overrides MemoryLimit for $group
+	// (internalDocumentSourceGroupMaxMemoryBytes); 0: MemoryLimit.
+	GroupMemoryLimit int64
+	// BucketAutoMemoryLimit is the same for $bucketAuto
+	// (internalDocumentSourceBucketAutoMaxMemoryBytes).
+	BucketAutoMemoryLimit int64
 	// TempDir is where spills go (empty: os.TempDir()).
 	TempDir string
 
@@ -110,6 +116,20 @@ type stage interface {
 	name() string
 	// run wraps the upstream iterator.
 	run(ctx context.Context, rc *runCtx, in Iterator) (Iterator, error)
+}
+
+func (o *Options) groupMemoryLimit() int64 {
+	if o.GroupMemoryLimit > 0 {
+		return o.GroupMemoryLimit
+	}
+	return o.MemoryLimit
+}
+
+func (o *Options) bucketAutoMemoryLimit() int64 {
+	if o.BucketAutoMemoryLimit > 0 {
+		return o.BucketAutoMemoryLimit
+	}
+	return o.MemoryLimit
 }
 
 // runCtx is per-run state shared by the stages.

@@ -259,7 +259,7 @@ func (g *groupStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterator
 				}
 				mem += a.size() - before
 			}
-			if mem > rc.opts.MemoryLimit {
+			if mem > rc.opts.groupMemoryLimit() {
 				if !rc.opts.AllowDiskUse {
 					return nil, groupMemError()
 				}

@@ -271,8 +271,12 @@ func (s *windowStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterato
 			}
 			docs = append(docs, wd)
 			mem += query.DocSize(d)
-			if mem > rc.opts.MemoryLimit && !rc.opts.AllowDiskUse {
-				return nil, mongoerr.New(5414201, "Exceeded max memory. Set 'allowDiskUse: true' to spill to disk")
+			// mayfly holds the whole input here and cannot spill it, so the
+			// limit holds with allowDiskUse too; code and message are
+			// mongod 7.0's (document_source_set_window_fields.cpp), which
+			// fails the same way once spilling cannot bring it under.
+			if mem > rc.opts.MemoryLimit {
+				return nil, mongoerr.New(5414201, "Exceeded memory limit in DocumentSourceSetWindowFields, used %d bytes but max allowed is %d", mem, rc.opts.MemoryLimit)
 			}
 		}
 		sort.SliceStable(docs, func(i, j int) bool {

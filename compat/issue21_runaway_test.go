@@ -1,0 +1,191 @@
+package compat
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// issue21SetParams sets server parameters on the test's server and puts the
+// old values back when the test ends.
+func issue21SetParams(e *env, params bson.D) {
+	e.t.Helper()
+	for _, p := range params {
+		old := e.admin(bson.D{{Key: "getParameter", Value: 1}, {Key: p.Key, Value: 1}})
+		prev := old.Lookup(p.Key)
+		if prev.Type == 0 {
+			e.t.Fatalf("getParameter %s: %s", p.Key, old)
+		}
+		e.t.Cleanup(func() {
+			e.cli.Database("admin").RunCommand(e.ctx, bson.D{{Key: "setParameter", Value: 1}, {Key: p.Key, Value: prev}})
+		})
+		e.admin(bson.D{{Key: "setParameter", Value: 1}, {Key: p.Key, Value: p.Value}})
+	}
+}
+
+func issue21Ints(t *testing.T, docs []bson.Raw, field string) []int {
+	t.Helper()
+	out := make([]int, len(docs))
+	for i, d := range docs {
+		v, ok := d.Lookup(field).AsInt64OK()
+		if !ok {
+			t.Fatalf("doc %d: %s has no integer %s", i, d, field)
+		}
+		out[i] = int(v)
+	}
+	return out
+}
+
+func issue21Cmd(e *env, cmd bson.D) []bson.Raw {
+	e.t.Helper()
+	raw := e.run(cmd)
+	var reply struct {
+		Cursor struct {
+			ID         int64      `bson:"id"`
+			FirstBatch []bson.Raw `bson:"firstBatch"`
+		} `bson:"cursor"`
+	}
+	if err := bson.Unmarshal(raw, &reply); err != nil {
+		e.t.Fatal(err)
+	}
+	out := reply.Cursor.FirstBatch
+	for id := reply.Cursor.ID; id != 0; {
+		var more struct {
+			Cursor struct {
+				ID        int64      `bson:"id"`
+				NextBatch []bson.Raw `bson:"nextBatch"`
+			} `bson:"cursor"`
+		}
+		coll := cmd[0].Value.(string)
+		if err := bson.Unmarshal(e.run(bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: coll}}), &more); err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, more.Cursor.NextBatch...)
+		id = more.Cursor.ID
+	}
+	return out
+}
+
+// TestIssue21AllowDiskUseByDefault: as mongod 6.0+, a find or aggregate
+// that does not say allowDiskUse may spill ($sort, blocking find sorts,
+// $group, $bucketAuto) instead of failing with 292; allowDiskUse: false
+// still refuses; allowDiskUseByDefault is a runtime server parameter.
+func TestIssue21AllowDiskUseByDefault(t *testing.T) {
+	e := newClockEnv(t)
+	got := e.admin(bson.D{{Key: "getParameter", Value: 1}, {Key: "allowDiskUseByDefault", Value: 1}})
+	valEq(t, got, "allowDiskUseByDefault", true)
+	issue21SetParams(e, bson.D{
+		{Key: "internalQueryMaxBlockingSortMemoryUsageBytes", Value: int32(20000)},
+		{Key: "internalDocumentSourceGroupMaxMemoryBytes", Value: int64(20000)},
+		{Key: "internalDocumentSourceBucketAutoMaxMemoryBytes", Value: int64(20000)},
+	})
+	const n = 300
+	pad := strings.Repeat("x", 200)
+	var docs []any
+	for i := 0; i < n; i++ {
+		docs = append(docs, bson.D{{Key: "_id", Value: int32(i)}, {Key: "k", Value: int32((i * 7) % n)}, {Key: "pad", Value: pad}})
+	}
+	e.insert("c", docs...)
+	// k = 7i mod 300 is a permutation: sorted by k, the _ids are 43k mod 300
+	// (43 = 7⁻¹ mod 300).
+	wantIDs := func(from, to int, desc bool) []int {
+		var out []int
+		for j := from; j < to; j++ {
+			k := j
+			if desc {
+				k = n - 1 - j
+			}
+			out = append(out, (k*43)%n)
+		}
+		return out
+	}
+	same := func(what string, got, want []int) {
+		t.Helper()
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%s: got %v, want %v", what, got, want)
+		}
+	}
+
+	// find: blocking sort over the limit spills by default
+	res := issue21Cmd(e, bson.D{{Key: "find", Value: "c"}, {Key: "sort", Value: bson.D{{Key: "k", Value: 1}}}, {Key: "batchSize", Value: 50}})
+	same("find sort", issue21Ints(t, res, "_id"), wantIDs(0, n, false))
+	res = issue21Cmd(e, bson.D{{Key: "find", Value: "c"}, {Key: "sort", Value: bson.D{{Key: "k", Value: -1}}},
+		{Key: "skip", Value: 10}, {Key: "limit", Value: 250}, {Key: "projection", Value: bson.D{{Key: "k", Value: 1}}}})
+	same("find sort desc skip limit", issue21Ints(t, res, "_id"), wantIDs(10, 260, true))
+	if len(res) > 0 && res[0].Lookup("pad").Type != 0 {
+		t.Fatalf("projection not applied after a spill: %s", res[0])
+	}
+	res = issue21Cmd(e, bson.D{{Key: "find", Value: "c"}, {Key: "sort", Value: bson.D{{Key: "k", Value: 1}}}, {Key: "allowDiskUse", Value: true}})
+	same("find sort allowDiskUse", issue21Ints(t, res, "_id"), wantIDs(0, n, false))
+	err := e.runErr(bson.D{{Key: "find", Value: "c"}, {Key: "sort", Value: bson.D{{Key: "k", Value: 1}}}, {Key: "allowDiskUse", Value: false}})
+	wantCode(t, err, 292, "QueryExceededMemoryLimitNoDiskUseAllowed")
+
+	// aggregate: $sort, $group, $bucketAuto
+	agg := func(allow any, stages ...bson.D) bson.D {
+		p := bson.A{}
+		for _, s := range stages {
+			p = append(p, s)
+		}
+		cmd := bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: p}, {Key: "cursor", Value: bson.D{}}}
+		if allow != nil {
+			cmd = append(cmd, bson.E{Key: "allowDiskUse", Value: allow})
+		}
+		return cmd
+	}
+	// an unselective $match first keeps the $sort out of the query layer
+	sortStage := bson.D{{Key: "$sort", Value: bson.D{{Key: "k", Value: 1}}}}
+	addF := bson.D{{Key: "$addFields", Value: bson.D{{Key: "z", Value: 1}}}}
+	res = issue21Cmd(e, agg(nil, addF, sortStage))
+	same("$sort", issue21Ints(t, res, "_id"), wantIDs(0, n, false))
+	wantCode(t, e.runErr(agg(false, addF, sortStage)), 292, "QueryExceededMemoryLimitNoDiskUseAllowed")
+
+	group := bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: "$k"}, {Key: "p", Value: bson.D{{Key: "$push", Value: "$pad"}}}}}}
+	res = issue21Cmd(e, agg(nil, group, bson.D{{Key: "$sort", Value: bson.D{{Key: "_id", Value: 1}}}}))
+	if len(res) != n {
+		t.Fatalf("$group: %d groups, want %d", len(res), n)
+	}
+	for i, d := range res {
+		if v, _ := d.Lookup("_id").AsInt64OK(); int(v) != i {
+			t.Fatalf("$group result %d: %s", i, d)
+		}
+	}
+	wantCode(t, e.runErr(agg(false, group)), 292, "QueryExceededMemoryLimitNoDiskUseAllowed")
+
+	bucket := bson.D{{Key: "$bucketAuto", Value: bson.D{{Key: "groupBy", Value: "$k"}, {Key: "buckets", Value: 5}}}}
+	res = issue21Cmd(e, agg(nil, bucket))
+	if len(res) != 5 {
+		t.Fatalf("$bucketAuto: %d buckets, want 5: %v", len(res), res)
+	}
+	for i, d := range res {
+		docEq(t, d, bson.D{{Key: "_id", Value: bson.D{{Key: "min", Value: int32(60 * i)}, {Key: "max", Value: int32(60*i + 60 - boolInt(i == 4))}}}, {Key: "count", Value: int32(60)}})
+	}
+	wantCode(t, e.runErr(agg(false, bucket)), 292, "QueryExceededMemoryLimitNoDiskUseAllowed")
+
+	// allowDiskUseByDefault: false brings back the refusal for commands
+	// that do not say allowDiskUse
+	set := e.admin(bson.D{{Key: "setParameter", Value: 1}, {Key: "allowDiskUseByDefault", Value: false}})
+	valEq(t, set, "was", true)
+	t.Cleanup(func() {
+		e.cli.Database("admin").RunCommand(e.ctx, bson.D{{Key: "setParameter", Value: 1}, {Key: "allowDiskUseByDefault", Value: true}})
+	})
+	valEq(t, e.admin(bson.D{{Key: "getParameter", Value: 1}, {Key: "allowDiskUseByDefault", Value: 1}}), "allowDiskUseByDefault", false)
+	wantCode(t, e.runErr(bson.D{{Key: "find", Value: "c"}, {Key: "sort", Value: bson.D{{Key: "k", Value: 1}}}}), 292, "QueryExceededMemoryLimitNoDiskUseAllowed")
+	wantCode(t, e.runErr(agg(nil, group)), 292, "QueryExceededMemoryLimitNoDiskUseAllowed")
+	res = issue21Cmd(e, agg(true, addF, sortStage))
+	same("$sort allowDiskUse:true", issue21Ints(t, res, "_id"), wantIDs(0, n, false))
+
+	// setParameter errors, as mongod's CmdSet
+	err = e.cli.Database("admin").RunCommand(e.ctx, bson.D{{Key: "setParameter", Value: 1}, {Key: "noSuchParameter", Value: 1}}).Err()
+	wantCode(t, err, 72, "InvalidOptions")
+	err = e.cli.Database("admin").RunCommand(e.ctx, bson.D{{Key: "setParameter", Value: 1}}).Err()
+	wantCode(t, err, 72, "InvalidOptions")
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
