@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // issue21SetParams sets server parameters on the test's server and puts the
@@ -188,4 +190,32 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// TestIssue21PushOntoLargeIndexedArray: updating a document with a large
+// indexed array costs time linear in the array, not quadratic (one $push
+// onto 100k elements took over 20 s before), and the index stays exact.
+func TestIssue21PushOntoLargeIndexedArray(t *testing.T) {
+	e := newEnv(t)
+	e.run(bson.D{{Key: "createIndexes", Value: "big"}, {Key: "indexes", Value: bson.A{
+		bson.D{{Key: "key", Value: bson.D{{Key: "a", Value: 1}}}, {Key: "name", Value: "a_1"}}}}})
+	const n = 100_000
+	arr := make(bson.A, n)
+	for i := range arr {
+		arr[i] = int32(i)
+	}
+	e.insert("big", bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: arr}})
+	start := time.Now()
+	e.run(bson.D{{Key: "update", Value: "big"}, {Key: "updates", Value: bson.A{
+		bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "u", Value: bson.D{{Key: "$push", Value: bson.D{{Key: "a", Value: int32(n)}}}}}},
+		bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "u", Value: bson.D{{Key: "$pull", Value: bson.D{{Key: "a", Value: int32(5)}}}}}},
+	}}})
+	if d := time.Since(start); d > 8*time.Second {
+		t.Fatalf("$push and $pull on a %d-element indexed array took %v", n, d)
+	}
+	hint := options.Find().SetHint("a_1")
+	eq(t, "docs with a: n (new key)", len(e.find("big", bson.D{{Key: "a", Value: int32(n)}}, hint)), 1)
+	eq(t, "docs with a: 5 (deleted key)", len(e.find("big", bson.D{{Key: "a", Value: int32(5)}}, hint)), 0)
+	eq(t, "docs with a: 6 (kept key)", len(e.find("big", bson.D{{Key: "a", Value: int32(6)}}, hint)), 1)
+	eq(t, "docs with a in [0, 10)", len(e.find("big", bson.D{{Key: "a", Value: bson.D{{Key: "$gte", Value: 0}, {Key: "$lt", Value: 10}}}}, hint)), 1)
 }
