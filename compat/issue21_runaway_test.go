@@ -219,3 +219,144 @@ func TestIssue21PushOntoLargeIndexedArray(t *testing.T) {
 	eq(t, "docs with a: 6 (kept key)", len(e.find("big", bson.D{{Key: "a", Value: int32(6)}}, hint)), 1)
 	eq(t, "docs with a in [0, 10)", len(e.find("big", bson.D{{Key: "a", Value: bson.D{{Key: "$gte", Value: 0}, {Key: "$lt", Value: 10}}}}, hint)), 1)
 }
+
+// TestIssue21RunawayExpressionStopsAtMaxTimeMS: maxTimeMS interrupts a
+// single long expression evaluation (a quadratic $reduce over 100k
+// elements ran 12 s before), with 50 MaxTimeMSExpired, within about
+// maxTimeMS.
+func TestIssue21RunawayExpressionStopsAtMaxTimeMS(t *testing.T) {
+	e := newEnv(t)
+	e.insert("c", bson.D{{Key: "_id", Value: 1}})
+	reduce := bson.D{{Key: "$reduce", Value: bson.D{
+		{Key: "input", Value: bson.D{{Key: "$range", Value: bson.A{0, 100000}}}},
+		{Key: "initialValue", Value: bson.A{}},
+		{Key: "in", Value: bson.D{{Key: "$concatArrays", Value: bson.A{"$$value", bson.A{"$$this"}}}}},
+	}}}
+	for _, stage := range []bson.D{
+		{{Key: "$project", Value: bson.D{{Key: "r", Value: bson.D{{Key: "$size", Value: reduce}}}}}},
+		{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil}, {Key: "r", Value: bson.D{{Key: "$max", Value: reduce}}}}}},
+		{{Key: "$match", Value: bson.D{{Key: "$expr", Value: bson.D{{Key: "$gt", Value: bson.A{bson.D{{Key: "$size", Value: reduce}}, 0}}}}}}},
+	} {
+		start := time.Now()
+		err := e.runErr(bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{stage}},
+			{Key: "cursor", Value: bson.D{}}, {Key: "maxTimeMS", Value: 1000}})
+		took := time.Since(start)
+		wantCode(t, err, 50, "MaxTimeMSExpired")
+		if took > 3*time.Second {
+			t.Fatalf("%s: stopped after %v, want about 1 s", stage[0].Key, took)
+		}
+	}
+	// a $map and a $filter over a large range, each element costly
+	costly := bson.D{{Key: "$size", Value: bson.D{{Key: "$range", Value: bson.A{0, "$$this"}}}}}
+	for _, op := range []bson.D{
+		{{Key: "$map", Value: bson.D{{Key: "input", Value: bson.D{{Key: "$range", Value: bson.A{0, 200000}}}}, {Key: "in", Value: costly}}}},
+		{{Key: "$filter", Value: bson.D{{Key: "input", Value: bson.D{{Key: "$range", Value: bson.A{0, 200000}}}}, {Key: "cond", Value: bson.D{{Key: "$eq", Value: bson.A{costly, -1}}}}}}},
+	} {
+		start := time.Now()
+		err := e.runErr(bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{
+			bson.D{{Key: "$project", Value: bson.D{{Key: "r", Value: bson.D{{Key: "$size", Value: op}}}}}}}},
+			{Key: "cursor", Value: bson.D{}}, {Key: "maxTimeMS", Value: 500}})
+		took := time.Since(start)
+		wantCode(t, err, 50, "MaxTimeMSExpired")
+		if took > 3*time.Second {
+			t.Fatalf("%s: stopped after %v, want about 0.5 s", op[0].Key, took)
+		}
+	}
+	// without maxTimeMS a reasonable expression still completes
+	res := e.aggregate("c", bson.A{bson.D{{Key: "$project", Value: bson.D{{Key: "r", Value: bson.D{{Key: "$size", Value: bson.D{{Key: "$reduce", Value: bson.D{
+		{Key: "input", Value: bson.D{{Key: "$range", Value: bson.A{0, 2000}}}},
+		{Key: "initialValue", Value: bson.A{}},
+		{Key: "in", Value: bson.D{{Key: "$concatArrays", Value: bson.A{"$$value", bson.A{"$$this"}}}}},
+	}}}}}}}}}})
+	if len(res) != 1 {
+		t.Fatalf("got %d results", len(res))
+	}
+	valEq(t, res[0], "r", int32(2000))
+}
+
+// TestIssue21ExpressionLimits: expression results respect mongod's limits:
+// strings under 16 MB (16493, "Tried to create string longer than 16MB"),
+// $range under internalQueryMaxRangeBytes (146), the $push and $addToSet
+// accumulators under internalQueryMaxPushBytes / internalQueryMaxAddToSetBytes
+// (146, "<op> used too much memory and cannot spill to disk"), and an array
+// doubled by $concatArrays in a $reduce fails instead of exhausting memory.
+func TestIssue21ExpressionLimits(t *testing.T) {
+	e := newClockEnv(t)
+	var docs []any
+	for i := 0; i < 100; i++ {
+		docs = append(docs, bson.D{{Key: "_id", Value: int32(i)}, {Key: "y", Value: fmt.Sprintf("string %d", i%5)}})
+	}
+	e.insert("c", docs...)
+	project := func(x any) error {
+		return e.runErr(bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{
+			bson.D{{Key: "$limit", Value: 1}},
+			bson.D{{Key: "$project", Value: bson.D{{Key: "x", Value: x}}}}}},
+			{Key: "cursor", Value: bson.D{}}})
+	}
+	wantMsg := func(err error, sub string) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), sub) {
+			t.Fatalf("error %v, want it to say %q", err, sub)
+		}
+	}
+	// a string doubling itself
+	doubling := func(op string, init any) bson.D {
+		return bson.D{{Key: "$reduce", Value: bson.D{
+			{Key: "input", Value: bson.D{{Key: "$range", Value: bson.A{0, 40}}}},
+			{Key: "initialValue", Value: init},
+			{Key: "in", Value: bson.D{{Key: op, Value: bson.A{"$$value", "$$value"}}}},
+		}}}
+	}
+	err := project(bson.D{{Key: "$strLenBytes", Value: doubling("$concat", "x")}})
+	wantCode(t, err, 16493, "Location16493")
+	wantMsg(err, "Tried to create string longer than 16MB")
+	// $replaceAll growing a string past 16 MB
+	big := strings.Repeat("a", 1<<20)
+	err = project(bson.D{{Key: "$strLenBytes", Value: bson.D{{Key: "$replaceAll", Value: bson.D{
+		{Key: "input", Value: big}, {Key: "find", Value: "a"}, {Key: "replacement", Value: "aaaaaaaaaaaaaaaaaaaa"}}}}}})
+	wantCode(t, err, 16493, "Location16493")
+	// under the limit: fine
+	res := e.aggregate("c", bson.A{bson.D{{Key: "$limit", Value: 1}}, bson.D{{Key: "$project", Value: bson.D{
+		{Key: "x", Value: bson.D{{Key: "$strLenBytes", Value: bson.D{{Key: "$concat", Value: bson.A{big, big}}}}}}}}}})
+	valEq(t, res[0], "x", int32(2<<20))
+
+	// an array doubling itself
+	err = project(bson.D{{Key: "$size", Value: doubling("$concatArrays", bson.A{1})}})
+	wantCode(t, err, 146, "ExceededMemoryLimit")
+
+	// $range
+	err = project(bson.D{{Key: "$size", Value: bson.D{{Key: "$range", Value: bson.A{0, 2147483647}}}}})
+	wantCode(t, err, 146, "ExceededMemoryLimit")
+	wantMsg(err, "$range would use too much memory")
+	issue21SetParams(e, bson.D{{Key: "internalQueryMaxRangeBytes", Value: int32(1100)}})
+	wantCode(t, project(bson.D{{Key: "$range", Value: bson.A{0, 100}}}), 146, "ExceededMemoryLimit")
+	res = e.aggregate("c", bson.A{bson.D{{Key: "$limit", Value: 1}}, bson.D{{Key: "$project", Value: bson.D{{Key: "_id", Value: 0},
+		{Key: "x", Value: bson.D{{Key: "$size", Value: bson.D{{Key: "$range", Value: bson.A{0, 20}}}}}}}}}})
+	valEq(t, res[0], "x", int32(20))
+
+	// $push / $addToSet accumulators (mongod's jstests
+	// agg_configurable_memory_limit.js: 100 strings of ~22 bytes)
+	group := func(op string) error {
+		_, err := e.coll("c").Aggregate(e.ctx, bson.A{bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil},
+			{Key: "s", Value: bson.D{{Key: op, Value: "$y"}}}}}}})
+		return err
+	}
+	if err := group("$push"); err != nil {
+		t.Fatalf("$push under the default limit: %v", err)
+	}
+	issue21SetParams(e, bson.D{{Key: "internalQueryMaxPushBytes", Value: int32(1100)}, {Key: "internalQueryMaxAddToSetBytes", Value: int32(1100)}})
+	err = group("$push")
+	wantCode(t, err, 146, "ExceededMemoryLimit")
+	wantMsg(err, "$push used too much memory and cannot spill to disk. Memory limit: 1100 bytes")
+	if err := group("$addToSet"); err != nil { // 5 distinct strings only
+		t.Fatalf("$addToSet of 5 distinct values: %v", err)
+	}
+	e.admin(bson.D{{Key: "setParameter", Value: 1}, {Key: "internalQueryMaxAddToSetBytes", Value: int32(50)}})
+	err = group("$addToSet")
+	wantCode(t, err, 146, "ExceededMemoryLimit")
+	wantMsg(err, "$addToSet used too much memory and cannot spill to disk")
+	// allowDiskUse does not help: one group's array cannot spill
+	_, err = e.coll("c").Aggregate(e.ctx, bson.A{bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil},
+		{Key: "s", Value: bson.D{{Key: "$push", Value: "$y"}}}}}}}, options.Aggregate().SetAllowDiskUse(true))
+	wantCode(t, err, 146, "ExceededMemoryLimit")
+}

@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mayflydb/mayfly/engine/agg"
+	"github.com/mayflydb/mayfly/engine/expr"
 	"github.com/mayflydb/mayfly/engine/update"
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
@@ -83,7 +84,7 @@ func cmdAggregate(e *Engine, r *Request) (bson.D, error) {
 		}
 	}
 	hint := hintValue(r.Arg("hint"))
-	env := &aggEnv{e: e, r: r}
+	env := &aggEnv{e: e, r: r, rt: e.newExprRuntime(r)}
 	input, cq, rest, err := e.aggInput(r, coll, p, hint, containsKey(bson.D{{Key: "p", Value: pipeline}}, "_ts"))
 	if err != nil {
 		return nil, err
@@ -98,7 +99,7 @@ func cmdAggregate(e *Engine, r *Request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	src := &aggSource{it: it, ctx: r.Ctx, strip: cq != nil && cq.withTS && !pipelineProjectsTS(pipeline)}
+	src := &aggSource{it: it, ctx: r.Ctx, strip: cq != nil && cq.withTS && !pipelineProjectsTS(pipeline), rt: env.rt}
 	cur := &cursor{ns: ns, src: src, remaining: -1}
 	if p.IsWrite() {
 		batch, _, err := fillBatch(r, cur, 0)
@@ -259,6 +260,7 @@ type aggSource struct {
 	it    agg.Iterator
 	ctx   context.Context
 	strip bool
+	rt    *expr.Runtime // the pipeline's expression runtime
 }
 
 func (s *aggSource) next() (bson.Raw, error) {
@@ -280,8 +282,9 @@ func (s *aggSource) close() { s.it.Close() }
 
 // aggEnv implements agg.Env over the engine.
 type aggEnv struct {
-	e *Engine
-	r *Request
+	e  *Engine
+	r  *Request
+	rt *expr.Runtime
 }
 
 // Scan yields the live documents of db.coll matching filter: $lookup and

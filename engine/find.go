@@ -57,7 +57,7 @@ func (c *Collection) compileQuery(r *Request, q *querySpec) (*compiledQuery, err
 		return cq, nil
 	}
 	if len(q.filter) > 0 {
-		if cq.m, err = query.Compile(q.filter); err != nil {
+		if cq.m, err = query.CompileWithRuntime(q.filter, c.e.newExprRuntime(r)); err != nil {
 			return nil, err
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mayflydb/mayfly/engine/agg"
+	"github.com/mayflydb/mayfly/engine/expr"
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
 )
@@ -28,6 +29,18 @@ type serverParams struct {
 	// bucketAutoMem is internalDocumentSourceBucketAutoMaxMemoryBytes (0:
 	// the default, 100 MB), the same for $bucketAuto.
 	bucketAutoMem atomic.Int64
+	// rangeMem, pushMem, addToSetMem are internalQueryMaxRangeBytes,
+	// internalQueryMaxPushBytes and internalQueryMaxAddToSetBytes (0: the
+	// default, 100 MB): expression memory limits ($range, $concatArrays;
+	// the $push and $addToSet accumulators).
+	rangeMem, pushMem, addToSetMem atomic.Int64
+}
+
+func (p *serverParams) exprLimit(v *atomic.Int64) int64 {
+	if n := v.Load(); n > 0 {
+		return n
+	}
+	return expr.DefaultExprMemoryLimit
 }
 
 func (p *serverParams) bucketAutoMemLimit() int64 {
@@ -75,7 +88,10 @@ func (e *Engine) runtimeParams() bson.D {
 		{Key: "allowDiskUseByDefault", Value: !e.params.diskUseOff.Load()},
 		{Key: "internalDocumentSourceBucketAutoMaxMemoryBytes", Value: e.params.bucketAutoMemLimit()},
 		{Key: "internalDocumentSourceGroupMaxMemoryBytes", Value: e.params.groupMemLimit()},
+		{Key: "internalQueryMaxAddToSetBytes", Value: int32(e.params.exprLimit(&e.params.addToSetMem))},
 		{Key: "internalQueryMaxBlockingSortMemoryUsageBytes", Value: int32(e.params.sortMemLimit())},
+		{Key: "internalQueryMaxPushBytes", Value: int32(e.params.exprLimit(&e.params.pushMem))},
+		{Key: "internalQueryMaxRangeBytes", Value: int32(e.params.exprLimit(&e.params.rangeMem))},
 	}
 }
 
@@ -135,7 +151,8 @@ func (e *Engine) setParam(name string, v any) error {
 		// an IDL bool parameter takes any value by its truth (coerce<bool>)
 		e.params.diskUseOff.Store(!truthy(v))
 		return nil
-	case "internalQueryMaxBlockingSortMemoryUsageBytes", "internalDocumentSourceGroupMaxMemoryBytes", "internalDocumentSourceBucketAutoMaxMemoryBytes":
+	case "internalQueryMaxBlockingSortMemoryUsageBytes", "internalDocumentSourceGroupMaxMemoryBytes", "internalDocumentSourceBucketAutoMaxMemoryBytes",
+		"internalQueryMaxRangeBytes", "internalQueryMaxPushBytes", "internalQueryMaxAddToSetBytes":
 		n, ok := bsonx.ToInt64(v)
 		if !ok {
 			return mongoerr.New(mongoerr.BadValue, "Invalid value for parameter %s: %v", name, v)
@@ -148,6 +165,12 @@ func (e *Engine) setParam(name string, v any) error {
 			e.params.groupMem.Store(n)
 		case "internalDocumentSourceBucketAutoMaxMemoryBytes":
 			e.params.bucketAutoMem.Store(n)
+		case "internalQueryMaxRangeBytes", "internalQueryMaxPushBytes", "internalQueryMaxAddToSetBytes":
+			if n > 1<<31-1 {
+				return mongoerr.New(mongoerr.BadValue, "Invalid value for parameter %s: %d is out of range for an int", name, n)
+			}
+			map[string]*atomic.Int64{"internalQueryMaxRangeBytes": &e.params.rangeMem,
+				"internalQueryMaxPushBytes": &e.params.pushMem, "internalQueryMaxAddToSetBytes": &e.params.addToSetMem}[name].Store(n)
 		default:
 			if n > 1<<31-1 {
 				return mongoerr.New(mongoerr.BadValue, "Invalid value for parameter %s: %d is out of range for an int", name, n)

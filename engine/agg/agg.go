@@ -137,10 +137,25 @@ type runCtx struct {
 	env  Env
 	vars map[string]any
 	opts *Options
+	rt   *expr.Runtime // the operation's runtime (nil: none)
+}
+
+// RuntimeEnv is implemented by an Env that gives the pipeline's expressions
+// a runtime: the operation's interrupt check (maxTimeMS, killOp) and its
+// expression memory limits.
+type RuntimeEnv interface {
+	Runtime() *expr.Runtime
+}
+
+func runtimeOf(env Env) *expr.Runtime {
+	if re, ok := env.(RuntimeEnv); ok {
+		return re.Runtime()
+	}
+	return nil
 }
 
 func (rc *runCtx) exprEnv(doc bson.D) *expr.Env {
-	return &expr.Env{Root: doc, Vars: rc.vars}
+	return &expr.Env{Root: doc, Vars: rc.vars, RT: rc.rt}
 }
 
 // Parse parses a pipeline. Errors use mongod's codes (40323 for a stage
@@ -366,7 +381,7 @@ func (p *Pipeline) NeedsInput() bool {
 // For $out/$merge pipelines the writes happen during Run and the returned
 // iterator is empty.
 func (p *Pipeline) Run(ctx context.Context, env Env, input Iterator) (Iterator, error) {
-	rc := &runCtx{env: env, vars: p.vars, opts: &p.opts}
+	rc := &runCtx{env: env, vars: p.vars, opts: &p.opts, rt: runtimeOf(env)}
 	return p.runWith(ctx, rc, input)
 }
 
@@ -397,7 +412,7 @@ func (p *Pipeline) RunWithVars(ctx context.Context, env Env, input Iterator, var
 	for k, v := range vars {
 		all[k] = v
 	}
-	rc := &runCtx{env: env, vars: all, opts: &p.opts}
+	rc := &runCtx{env: env, vars: all, opts: &p.opts, rt: runtimeOf(env)}
 	return p.runWith(ctx, rc, input)
 }
 

@@ -290,7 +290,7 @@ func (s *lookupStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterato
 				}
 				input = it
 			}
-			sub := &runCtx{env: rc.env, vars: vars, opts: &s.pipeline.opts}
+			sub := &runCtx{env: rc.env, vars: vars, opts: &s.pipeline.opts, rt: rc.rt}
 			it, err := s.pipeline.runWith(ctx, sub, input)
 			if err != nil {
 				return nil, err
@@ -390,7 +390,7 @@ func (s *unionStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterator
 						return nil, false, err
 					}
 				}
-				sub := &runCtx{env: rc.env, vars: rc.vars, opts: &s.pipeline.opts}
+				sub := &runCtx{env: rc.env, vars: rc.vars, opts: &s.pipeline.opts, rt: rc.rt}
 				if second, err = s.pipeline.runWith(ctx, sub, input); err != nil {
 					return nil, false, err
 				}
