@@ -360,3 +360,37 @@ func TestIssue21ExpressionLimits(t *testing.T) {
 		{Key: "s", Value: bson.D{{Key: "$push", Value: "$y"}}}}}}}, options.Aggregate().SetAllowDiskUse(true))
 	wantCode(t, err, 146, "ExceededMemoryLimit")
 }
+
+// TestIssue21ResultSizeAndSetOperators: a pipeline result over the BSON
+// size limit fails as mongod's serialization does (10334
+// BSONObjectTooLarge) rather than being sent; set operators over large
+// arrays finish (n log n; they were quadratic and could not be
+// interrupted) with the same results.
+func TestIssue21ResultSizeAndSetOperators(t *testing.T) {
+	e := newEnv(t)
+	e.insert("c", bson.D{{Key: "_id", Value: 1}})
+	s12 := strings.Repeat("x", 12<<20)
+	err := e.runErr(bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{
+		bson.D{{Key: "$project", Value: bson.D{{Key: "a", Value: bson.D{{Key: "$literal", Value: s12}}}, {Key: "b", Value: bson.D{{Key: "$concat", Value: bson.A{s12, ""}}}}}}}}},
+		{Key: "cursor", Value: bson.D{}}})
+	wantCode(t, err, 10334, "BSONObjectTooLarge")
+	if !strings.Contains(err.Error(), "is invalid. Size must be between 0 and 16793600(16MB)") {
+		t.Fatalf("message: %v", err)
+	}
+
+	rng := func(a, b int) bson.D { return bson.D{{Key: "$range", Value: bson.A{a, b}}} }
+	start := time.Now()
+	res := e.aggregate("c", bson.A{bson.D{{Key: "$project", Value: bson.D{
+		{Key: "u", Value: bson.D{{Key: "$size", Value: bson.D{{Key: "$setUnion", Value: bson.A{rng(0, 200000), rng(100000, 300000)}}}}}},
+		{Key: "i", Value: bson.D{{Key: "$size", Value: bson.D{{Key: "$setIntersection", Value: bson.A{rng(0, 200000), rng(100000, 300000)}}}}}},
+		{Key: "d", Value: bson.D{{Key: "$size", Value: bson.D{{Key: "$setDifference", Value: bson.A{rng(0, 200000), rng(100000, 300000)}}}}}},
+		{Key: "e", Value: bson.D{{Key: "$setEquals", Value: bson.A{rng(0, 200000), bson.D{{Key: "$reverseArray", Value: rng(0, 200000)}}}}}},
+		{Key: "s", Value: bson.D{{Key: "$setIsSubset", Value: bson.A{rng(100000, 200000), rng(0, 300000)}}}},
+		{Key: "f", Value: bson.D{{Key: "$first", Value: bson.D{{Key: "$setUnion", Value: bson.A{bson.A{3, 1.0, 1, 2, int64(3)}, rng(0, 100)}}}}}},
+	}}}})
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("set operators over 200k elements took %v", took)
+	}
+	docEq(t, res[0], bson.D{{Key: "_id", Value: int32(1)}, {Key: "u", Value: int32(300000)}, {Key: "i", Value: int32(100000)},
+		{Key: "d", Value: int32(100000)}, {Key: "e", Value: true}, {Key: "s", Value: true}, {Key: "f", Value: int32(0)}})
+}

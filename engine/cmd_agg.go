@@ -275,7 +275,14 @@ func (s *aggSource) next() (bson.Raw, error) {
 	if s.strip {
 		d = stripTS(d)
 	}
-	return bson.Marshal(d)
+	b, err := bson.Marshal(d)
+	if err == nil {
+		err = checkOutputDoc(b, d)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 func (s *aggSource) close() { s.it.Close() }

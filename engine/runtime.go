@@ -3,6 +3,8 @@ package engine
 import (
 	"errors"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/mayflydb/mayfly/engine/expr"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
 )
@@ -58,4 +60,26 @@ func isInterrupt(err error) bool {
 		return me.Code == mongoerr.MaxTimeMSExpired || me.Code == mongoerr.Interrupted
 	}
 	return false
+}
+
+// maxUserDocBytes is mongod's BSONObjMaxInternalSize (16 MB + 16 KB), the
+// largest document a reply may carry.
+const maxUserDocBytes = 16*1024*1024 + 16*1024
+
+// checkOutputDoc refuses a pipeline result over the BSON size limit as
+// mongod does when it serializes it (BSONObj::_assertInvalid, 10334
+// BSONObjectTooLarge), instead of sending it.
+func checkOutputDoc(b bson.Raw, d bson.D) error {
+	if len(b) <= maxUserDocBytes {
+		return nil
+	}
+	first := ""
+	if len(d) > 0 {
+		v := expr.ExtJSON(d[0].Value)
+		if len(v) > 80 {
+			v = v[:80] + "..."
+		}
+		first = d[0].Key + ": " + v
+	}
+	return mongoerr.New(mongoerr.BSONObjectTooLarge, "BSONObj size: %d (0x%X) is invalid. Size must be between 0 and 16793600(16MB) First element: %s", len(b), len(b), first)
 }

@@ -320,6 +320,13 @@ func arrayOrNull(v any) (bson.A, bool) {
 
 // setOf deduplicates values in first-seen order.
 func setOf(vals ...bson.A) bson.A {
+	total := 0
+	for _, a := range vals {
+		total += len(a)
+	}
+	if total > setLinearMax {
+		return setOfFast(total, vals...)
+	}
 	out := bson.A{}
 	for _, a := range vals {
 		for _, v := range a {
@@ -607,8 +614,9 @@ func init() {
 				continue
 			}
 			next := bson.A{}
+			in := newLookupSet(a)
 			for _, y := range cur {
-				if contains(a, y) {
+				if in.has(y) {
 					next = append(next, y)
 				}
 			}
@@ -632,8 +640,9 @@ func init() {
 			return nil, mongoerr.New(17049, "both operands of $setDifference must be arrays. Second argument is of type: %s", bsonx.TypeName(v[1]))
 		}
 		out := bson.A{}
+		inB := newLookupSet(b)
 		for _, x := range setOf(a) {
-			if !contains(b, x) {
+			if !inB.has(x) {
 				out = append(out, x)
 			}
 		}
@@ -656,12 +665,13 @@ func init() {
 				}
 				sets = append(sets, setOf(a))
 			}
+			first := newLookupSet(sets[0])
 			for _, o := range sets[1:] {
 				if len(o) != len(sets[0]) {
 					return false, nil
 				}
 				for _, x := range o {
-					if !contains(sets[0], x) {
+					if !first.has(x) {
 						return false, nil
 					}
 				}
@@ -678,8 +688,9 @@ func init() {
 		if !ok {
 			return nil, mongoerr.New(17042, "both operands of $setIsSubset must be arrays. Second argument is of type: %s", bsonx.TypeName(v[1]))
 		}
+		inB := newLookupSet(b)
 		for _, x := range a {
-			if !contains(b, x) {
+			if !inB.has(x) {
 				return false, nil
 			}
 		}
