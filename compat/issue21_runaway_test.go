@@ -246,6 +246,19 @@ func TestIssue21RunawayExpressionStopsAtMaxTimeMS(t *testing.T) {
 			t.Fatalf("%s: stopped after %v, want about 1 s", stage[0].Key, took)
 		}
 	}
+	// find: the same in a projection and in an $expr filter
+	for _, cmd := range []bson.D{
+		{{Key: "find", Value: "c"}, {Key: "projection", Value: bson.D{{Key: "r", Value: bson.D{{Key: "$size", Value: reduce}}}}}},
+		{{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{{Key: "$expr", Value: bson.D{{Key: "$gt", Value: bson.A{bson.D{{Key: "$size", Value: reduce}}, 0}}}}}}},
+	} {
+		start := time.Now()
+		err := e.runErr(append(cmd, bson.E{Key: "maxTimeMS", Value: 1000}))
+		took := time.Since(start)
+		wantCode(t, err, 50, "MaxTimeMSExpired")
+		if took > 3*time.Second {
+			t.Fatalf("find %s: stopped after %v, want about 1 s", cmd[1].Key, took)
+		}
+	}
 	// a $map and a $filter over a large range, each element costly
 	costly := bson.D{{Key: "$size", Value: bson.D{{Key: "$range", Value: bson.A{0, "$$this"}}}}}
 	for _, op := range []bson.D{

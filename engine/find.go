@@ -51,6 +51,7 @@ func (c *Collection) compileQuery(r *Request, q *querySpec) (*compiledQuery, err
 			if cq.proj, err = query.CompileProjection(q.projection); err != nil {
 				return nil, err
 			}
+			cq.proj = cq.proj.WithRuntime(c.e.newExprRuntime(r))
 		}
 		cq.withTS = mentionsTS(q.projection)
 		cq.plan.sorted = true
@@ -65,6 +66,7 @@ func (c *Collection) compileQuery(r *Request, q *querySpec) (*compiledQuery, err
 		if cq.proj, err = query.CompileProjection(q.projection); err != nil {
 			return nil, err
 		}
+		cq.proj = cq.proj.WithRuntime(c.e.newExprRuntime(r))
 	}
 	sortSpec := q.sort
 	if len(sortSpec) == 1 && sortSpec[0].Key == "$natural" {
