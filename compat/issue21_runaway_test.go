@@ -407,3 +407,46 @@ func TestIssue21ResultSizeAndSetOperators(t *testing.T) {
 	docEq(t, res[0], bson.D{{Key: "_id", Value: int32(1)}, {Key: "u", Value: int32(300000)}, {Key: "i", Value: int32(100000)},
 		{Key: "d", Value: int32(100000)}, {Key: "e", Value: true}, {Key: "s", Value: true}, {Key: "f", Value: int32(0)}})
 }
+
+// TestIssue21NonSpillingStagesKeepTheirLimit: stages that cannot spill keep
+// their memory limit when disk use is allowed (now the default), failing
+// with mongod's codes: $graphLookup 40099 at
+// internalDocumentSourceGraphLookupMaxMemoryBytes (mongod cannot spill it
+// either); $setWindowFields 5414201 and $densify 6007200 at the blocking
+// limit (mayfly holds their whole input; mongod spills $setWindowFields'
+// partitions).
+func TestIssue21NonSpillingStagesKeepTheirLimit(t *testing.T) {
+	mayflyOnly(t) // the window and densify limits are mayfly's stage limit
+	e := newClockEnv(t)
+	pad := strings.Repeat("p", 200)
+	var docs []any
+	for i := 0; i < 200; i++ {
+		docs = append(docs, bson.D{{Key: "_id", Value: int32(i)}, {Key: "next", Value: int32(i + 1)}, {Key: "v", Value: int32(i * 2)}, {Key: "pad", Value: pad}})
+	}
+	e.insert("g", docs...)
+	graph := bson.A{bson.D{{Key: "$match", Value: bson.D{{Key: "_id", Value: 0}}}}, bson.D{{Key: "$graphLookup", Value: bson.D{
+		{Key: "from", Value: "g"}, {Key: "startWith", Value: "$next"}, {Key: "connectFromField", Value: "next"},
+		{Key: "connectToField", Value: "_id"}, {Key: "as", Value: "chain"}}}},
+		bson.D{{Key: "$project", Value: bson.D{{Key: "n", Value: bson.D{{Key: "$size", Value: "$chain"}}}}}}}
+	res := e.aggregate("g", graph)
+	valEq(t, res[0], "n", int32(199))
+	window := bson.A{bson.D{{Key: "$setWindowFields", Value: bson.D{{Key: "sortBy", Value: bson.D{{Key: "_id", Value: 1}}},
+		{Key: "output", Value: bson.D{{Key: "s", Value: bson.D{{Key: "$sum", Value: "$v"}}}}}}}}}
+	densify := bson.A{bson.D{{Key: "$densify", Value: bson.D{{Key: "field", Value: "v"}, {Key: "range", Value: bson.D{{Key: "step", Value: 1}, {Key: "bounds", Value: "full"}}}}}}}
+	if len(e.aggregate("g", window)) != 200 || len(e.aggregate("g", densify)) != 399 {
+		t.Fatal("window/densify under the default limit")
+	}
+	issue21SetParams(e, bson.D{
+		{Key: "internalDocumentSourceGraphLookupMaxMemoryBytes", Value: int64(10000)},
+		{Key: "internalQueryMaxBlockingSortMemoryUsageBytes", Value: int32(10000)},
+	})
+	for _, allow := range []bool{true, false} {
+		opts := options.Aggregate().SetAllowDiskUse(allow)
+		_, err := e.coll("g").Aggregate(e.ctx, graph, opts)
+		wantCode(t, err, 40099, "Location40099")
+		_, err = e.coll("g").Aggregate(e.ctx, window, opts)
+		wantCode(t, err, 5414201, "Location5414201")
+		_, err = e.coll("g").Aggregate(e.ctx, densify, opts)
+		wantCode(t, err, 6007200, "Location6007200")
+	}
+}

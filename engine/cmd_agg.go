@@ -72,7 +72,7 @@ func cmdAggregate(e *Engine, r *Request) (bson.D, error) {
 	}
 	p, err := agg.Parse(pipeline, agg.Options{Let: let, AllowDiskUse: e.allowDiskUse(r), DB: r.DB, Coll: coll, Now: e.Now(),
 		MemoryLimit: e.params.sortMemLimit(), GroupMemoryLimit: e.params.groupMemLimit(),
-		BucketAutoMemoryLimit: e.params.bucketAutoMemLimit()})
+		BucketAutoMemoryLimit: e.params.bucketAutoMemLimit(), GraphLookupMemoryLimit: e.params.graphLookupMemLimit()})
 	if err != nil {
 		return nil, err
 	}

@@ -29,6 +29,9 @@ type serverParams struct {
 	// bucketAutoMem is internalDocumentSourceBucketAutoMaxMemoryBytes (0:
 	// the default, 100 MB), the same for $bucketAuto.
 	bucketAutoMem atomic.Int64
+	// graphLookupMem is internalDocumentSourceGraphLookupMaxMemoryBytes
+	// (0: the default, 100 MB).
+	graphLookupMem atomic.Int64
 	// rangeMem, pushMem, addToSetMem are internalQueryMaxRangeBytes,
 	// internalQueryMaxPushBytes and internalQueryMaxAddToSetBytes (0: the
 	// default, 100 MB): expression memory limits ($range, $concatArrays;
@@ -41,6 +44,13 @@ func (p *serverParams) exprLimit(v *atomic.Int64) int64 {
 		return n
 	}
 	return expr.DefaultExprMemoryLimit
+}
+
+func (p *serverParams) graphLookupMemLimit() int64 {
+	if v := p.graphLookupMem.Load(); v > 0 {
+		return v
+	}
+	return agg.DefaultMemoryLimit
 }
 
 func (p *serverParams) bucketAutoMemLimit() int64 {
@@ -87,6 +97,7 @@ func (e *Engine) runtimeParams() bson.D {
 	return bson.D{
 		{Key: "allowDiskUseByDefault", Value: !e.params.diskUseOff.Load()},
 		{Key: "internalDocumentSourceBucketAutoMaxMemoryBytes", Value: e.params.bucketAutoMemLimit()},
+		{Key: "internalDocumentSourceGraphLookupMaxMemoryBytes", Value: e.params.graphLookupMemLimit()},
 		{Key: "internalDocumentSourceGroupMaxMemoryBytes", Value: e.params.groupMemLimit()},
 		{Key: "internalQueryMaxAddToSetBytes", Value: int32(e.params.exprLimit(&e.params.addToSetMem))},
 		{Key: "internalQueryMaxBlockingSortMemoryUsageBytes", Value: int32(e.params.sortMemLimit())},
@@ -152,6 +163,7 @@ func (e *Engine) setParam(name string, v any) error {
 		e.params.diskUseOff.Store(!truthy(v))
 		return nil
 	case "internalQueryMaxBlockingSortMemoryUsageBytes", "internalDocumentSourceGroupMaxMemoryBytes", "internalDocumentSourceBucketAutoMaxMemoryBytes",
+		"internalDocumentSourceGraphLookupMaxMemoryBytes",
 		"internalQueryMaxRangeBytes", "internalQueryMaxPushBytes", "internalQueryMaxAddToSetBytes":
 		n, ok := bsonx.ToInt64(v)
 		if !ok {
@@ -165,6 +177,8 @@ func (e *Engine) setParam(name string, v any) error {
 			e.params.groupMem.Store(n)
 		case "internalDocumentSourceBucketAutoMaxMemoryBytes":
 			e.params.bucketAutoMem.Store(n)
+		case "internalDocumentSourceGraphLookupMaxMemoryBytes":
+			e.params.graphLookupMem.Store(n)
 		case "internalQueryMaxRangeBytes", "internalQueryMaxPushBytes", "internalQueryMaxAddToSetBytes":
 			if n > 1<<31-1 {
 				return mongoerr.New(mongoerr.BadValue, "Invalid value for parameter %s: %d is out of range for an int", name, n)

@@ -92,6 +92,9 @@ type Options struct {
 	// BucketAutoMemoryLimit is the same for $bucketAuto
 	// (internalDocumentSourceBucketAutoMaxMemoryBytes).
 	BucketAutoMemoryLimit int64
+	// GraphLookupMemoryLimit is the same for $graphLookup
+	// (internalDocumentSourceGraphLookupMaxMemoryBytes).
+	GraphLookupMemoryLimit int64
 	// TempDir is where spills go (empty: os.TempDir()).
 	TempDir string
 
@@ -123,6 +126,13 @@ func (o *Options) groupMemoryLimit() int64 {
 		return o.GroupMemoryLimit
 	}
 	return o.MemoryLimit
+}
+
+func (o *Options) graphLookupMemoryLimit() int64 {
+	if o.GraphLookupMemoryLimit > 0 {
+		return o.GraphLookupMemoryLimit
+	}
+	return DefaultMemoryLimit
 }
 
 func (o *Options) bucketAutoMemoryLimit() int64 {
