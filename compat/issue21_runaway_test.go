@@ -408,13 +408,13 @@ func TestIssue21ResultSizeAndSetOperators(t *testing.T) {
 		{Key: "d", Value: int32(100000)}, {Key: "e", Value: true}, {Key: "s", Value: true}, {Key: "f", Value: int32(0)}})
 }
 
-// TestIssue21NonSpillingStagesKeepTheirLimit: stages that cannot spill keep
-// their memory limit when disk use is allowed (now the default), failing
-// with mongod's codes: $graphLookup 40099 at
+// TestIssue21NonSpillingStagesKeepTheirLimit: what cannot spill keeps its
+// memory limit when disk use is allowed (now the default), failing with
+// mongod's codes: $graphLookup 40099 at
 // internalDocumentSourceGraphLookupMaxMemoryBytes (mongod cannot spill it
-// either); $setWindowFields 5414201 and $densify 6007200 at the blocking
-// limit (mayfly holds their whole input; mongod spills $setWindowFields'
-// partitions).
+// either); one $setWindowFields partition 5414201 (mayfly holds a partition
+// in memory; mongod 7.0 can spill it); $densify 6007200. The sort in front
+// of $setWindowFields' partitions does spill.
 func TestIssue21NonSpillingStagesKeepTheirLimit(t *testing.T) {
 	mayflyOnly(t) // the window and densify limits are mayfly's stage limit
 	e := newClockEnv(t)
@@ -430,7 +430,7 @@ func TestIssue21NonSpillingStagesKeepTheirLimit(t *testing.T) {
 		bson.D{{Key: "$project", Value: bson.D{{Key: "n", Value: bson.D{{Key: "$size", Value: "$chain"}}}}}}}
 	res := e.aggregate("g", graph)
 	valEq(t, res[0], "n", int32(199))
-	window := bson.A{bson.D{{Key: "$setWindowFields", Value: bson.D{{Key: "sortBy", Value: bson.D{{Key: "_id", Value: 1}}},
+	window := bson.A{bson.D{{Key: "$setWindowFields", Value: bson.D{
 		{Key: "output", Value: bson.D{{Key: "s", Value: bson.D{{Key: "$sum", Value: "$v"}}}}}}}}}
 	densify := bson.A{bson.D{{Key: "$densify", Value: bson.D{{Key: "field", Value: "v"}, {Key: "range", Value: bson.D{{Key: "step", Value: 1}, {Key: "bounds", Value: "full"}}}}}}}
 	if len(e.aggregate("g", window)) != 200 || len(e.aggregate("g", densify)) != 399 {
@@ -444,9 +444,37 @@ func TestIssue21NonSpillingStagesKeepTheirLimit(t *testing.T) {
 		opts := options.Aggregate().SetAllowDiskUse(allow)
 		_, err := e.coll("g").Aggregate(e.ctx, graph, opts)
 		wantCode(t, err, 40099, "Location40099")
+		// one partition over the limit
 		_, err = e.coll("g").Aggregate(e.ctx, window, opts)
 		wantCode(t, err, 5414201, "Location5414201")
 		_, err = e.coll("g").Aggregate(e.ctx, densify, opts)
 		wantCode(t, err, 6007200, "Location6007200")
 	}
+	// small partitions: the input is sorted by (partition, sortBy) with a
+	// spilling sort, as mongod's $sort before the window stage, and
+	// processed a partition at a time
+	parts := bson.A{bson.D{{Key: "$setWindowFields", Value: bson.D{
+		{Key: "partitionBy", Value: bson.D{{Key: "$mod", Value: bson.A{"$_id", 10}}}},
+		{Key: "sortBy", Value: bson.D{{Key: "_id", Value: 1}}},
+		{Key: "output", Value: bson.D{{Key: "s", Value: bson.D{{Key: "$sum", Value: "$v"}}}, {Key: "r", Value: bson.D{{Key: "$rank", Value: bson.D{}}}}}}}}},
+		bson.D{{Key: "$project", Value: bson.D{{Key: "s", Value: 1}, {Key: "r", Value: 1}}}}}
+	cur, err := e.coll("g").Aggregate(e.ctx, parts)
+	if err != nil {
+		t.Fatalf("partitioned $setWindowFields with disk use allowed: %v", err)
+	}
+	var out []bson.Raw
+	if err := cur.All(e.ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 200 {
+		t.Fatalf("%d results", len(out))
+	}
+	for i, d := range out {
+		// partition p = i/20 holds _ids p, p+10, ..., p+190 in order
+		p, k := i/20, i%20
+		want := bson.D{{Key: "_id", Value: int32(p + 10*k)}, {Key: "s", Value: int32(20*2*p + 2*10*190)}, {Key: "r", Value: int32(k + 1)}}
+		docEq(t, d, want)
+	}
+	_, err = e.coll("g").Aggregate(e.ctx, parts, options.Aggregate().SetAllowDiskUse(false))
+	wantCode(t, err, 292, "QueryExceededMemoryLimitNoDiskUseAllowed")
 }
