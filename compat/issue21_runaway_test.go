@@ -410,7 +410,8 @@ func TestIssue21ResultSizeAndSetOperators(t *testing.T) {
 
 // TestIssue21NonSpillingStagesKeepTheirLimit: what cannot spill keeps its
 // memory limit when disk use is allowed (now the default), failing with
-// mongod's codes: $graphLookup 40099 at
+// mongod's codes: $facet's output document 4031700 at
+// internalQueryFacetMaxOutputDocSizeBytes; $graphLookup 40099 at
 // internalDocumentSourceGraphLookupMaxMemoryBytes (mongod cannot spill it
 // either); one $setWindowFields partition 5414201 (mayfly holds a partition
 // in memory; mongod 7.0 can spill it); $densify 6007200. The sort in front
@@ -439,10 +440,17 @@ func TestIssue21NonSpillingStagesKeepTheirLimit(t *testing.T) {
 	issue21SetParams(e, bson.D{
 		{Key: "internalDocumentSourceGraphLookupMaxMemoryBytes", Value: int64(10000)},
 		{Key: "internalQueryMaxBlockingSortMemoryUsageBytes", Value: int32(10000)},
+		{Key: "internalQueryFacetMaxOutputDocSizeBytes", Value: int64(10000)},
 	})
+	facet := bson.A{bson.D{{Key: "$facet", Value: bson.D{{Key: "all", Value: bson.A{bson.D{{Key: "$match", Value: bson.D{}}}}}}}}}
 	for _, allow := range []bool{true, false} {
 		opts := options.Aggregate().SetAllowDiskUse(allow)
-		_, err := e.coll("g").Aggregate(e.ctx, graph, opts)
+		_, err := e.coll("g").Aggregate(e.ctx, facet, opts)
+		wantCode(t, err, 4031700, "Location4031700")
+		if !strings.Contains(err.Error(), "document constructed by $facet is") {
+			t.Fatalf("$facet: %v", err)
+		}
+		_, err = e.coll("g").Aggregate(e.ctx, graph, opts)
 		wantCode(t, err, 40099, "Location40099")
 		// one partition over the limit
 		_, err = e.coll("g").Aggregate(e.ctx, window, opts)

@@ -72,7 +72,8 @@ func cmdAggregate(e *Engine, r *Request) (bson.D, error) {
 	}
 	p, err := agg.Parse(pipeline, agg.Options{Let: let, AllowDiskUse: e.allowDiskUse(r), DB: r.DB, Coll: coll, Now: e.Now(),
 		MemoryLimit: e.params.sortMemLimit(), GroupMemoryLimit: e.params.groupMemLimit(),
-		BucketAutoMemoryLimit: e.params.bucketAutoMemLimit(), GraphLookupMemoryLimit: e.params.graphLookupMemLimit()})
+		BucketAutoMemoryLimit: e.params.bucketAutoMemLimit(), GraphLookupMemoryLimit: e.params.graphLookupMemLimit(),
+		FacetMaxOutputBytes: e.params.facetOutLimit()})
 	if err != nil {
 		return nil, err
 	}

@@ -32,6 +32,8 @@ type serverParams struct {
 	// graphLookupMem is internalDocumentSourceGraphLookupMaxMemoryBytes
 	// (0: the default, 100 MB).
 	graphLookupMem atomic.Int64
+	// facetOut is internalQueryFacetMaxOutputDocSizeBytes (0: 100 MB).
+	facetOut atomic.Int64
 	// rangeMem, pushMem, addToSetMem are internalQueryMaxRangeBytes,
 	// internalQueryMaxPushBytes and internalQueryMaxAddToSetBytes (0: the
 	// default, 100 MB): expression memory limits ($range, $concatArrays;
@@ -48,6 +50,13 @@ func (p *serverParams) exprLimit(v *atomic.Int64) int64 {
 
 func (p *serverParams) graphLookupMemLimit() int64 {
 	if v := p.graphLookupMem.Load(); v > 0 {
+		return v
+	}
+	return agg.DefaultMemoryLimit
+}
+
+func (p *serverParams) facetOutLimit() int64 {
+	if v := p.facetOut.Load(); v > 0 {
 		return v
 	}
 	return agg.DefaultMemoryLimit
@@ -99,6 +108,7 @@ func (e *Engine) runtimeParams() bson.D {
 		{Key: "internalDocumentSourceBucketAutoMaxMemoryBytes", Value: e.params.bucketAutoMemLimit()},
 		{Key: "internalDocumentSourceGraphLookupMaxMemoryBytes", Value: e.params.graphLookupMemLimit()},
 		{Key: "internalDocumentSourceGroupMaxMemoryBytes", Value: e.params.groupMemLimit()},
+		{Key: "internalQueryFacetMaxOutputDocSizeBytes", Value: e.params.facetOutLimit()},
 		{Key: "internalQueryMaxAddToSetBytes", Value: int32(e.params.exprLimit(&e.params.addToSetMem))},
 		{Key: "internalQueryMaxBlockingSortMemoryUsageBytes", Value: int32(e.params.sortMemLimit())},
 		{Key: "internalQueryMaxPushBytes", Value: int32(e.params.exprLimit(&e.params.pushMem))},
@@ -163,7 +173,7 @@ func (e *Engine) setParam(name string, v any) error {
 		e.params.diskUseOff.Store(!truthy(v))
 		return nil
 	case "internalQueryMaxBlockingSortMemoryUsageBytes", "internalDocumentSourceGroupMaxMemoryBytes", "internalDocumentSourceBucketAutoMaxMemoryBytes",
-		"internalDocumentSourceGraphLookupMaxMemoryBytes",
+		"internalDocumentSourceGraphLookupMaxMemoryBytes", "internalQueryFacetMaxOutputDocSizeBytes",
 		"internalQueryMaxRangeBytes", "internalQueryMaxPushBytes", "internalQueryMaxAddToSetBytes":
 		n, ok := bsonx.ToInt64(v)
 		if !ok {
@@ -179,6 +189,8 @@ func (e *Engine) setParam(name string, v any) error {
 			e.params.bucketAutoMem.Store(n)
 		case "internalDocumentSourceGraphLookupMaxMemoryBytes":
 			e.params.graphLookupMem.Store(n)
+		case "internalQueryFacetMaxOutputDocSizeBytes":
+			e.params.facetOut.Store(n)
 		case "internalQueryMaxRangeBytes", "internalQueryMaxPushBytes", "internalQueryMaxAddToSetBytes":
 			if n > 1<<31-1 {
 				return mongoerr.New(mongoerr.BadValue, "Invalid value for parameter %s: %d is out of range for an int", name, n)

@@ -95,6 +95,9 @@ type Options struct {
 	// GraphLookupMemoryLimit is the same for $graphLookup
 	// (internalDocumentSourceGraphLookupMaxMemoryBytes).
 	GraphLookupMemoryLimit int64
+	// FacetMaxOutputBytes bounds the document $facet builds
+	// (internalQueryFacetMaxOutputDocSizeBytes, 100 MB).
+	FacetMaxOutputBytes int64
 	// TempDir is where spills go (empty: os.TempDir()).
 	TempDir string
 
@@ -126,6 +129,13 @@ func (o *Options) groupMemoryLimit() int64 {
 		return o.GroupMemoryLimit
 	}
 	return o.MemoryLimit
+}
+
+func (o *Options) facetMaxOutputBytes() int64 {
+	if o.FacetMaxOutputBytes > 0 {
+		return o.FacetMaxOutputBytes
+	}
+	return DefaultMemoryLimit
 }
 
 func (o *Options) graphLookupMemoryLimit() int64 {

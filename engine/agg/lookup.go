@@ -422,6 +422,11 @@ func (s *facetStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterator
 			return nil, err
 		}
 		out := bson.D{}
+		// mongod 7.0 (document_source_facet.cpp): the results of all the
+		// facets together stay under internalQueryFacetMaxOutputDocSizeBytes
+		// (100 MB), else 4031700.
+		maxBytes := rc.opts.facetMaxOutputBytes()
+		var used int64
 		for i, p := range s.pipes {
 			cp := make([]bson.D, len(docs))
 			copy(cp, docs)
@@ -436,6 +441,9 @@ func (s *facetStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterator
 			arr := make(bson.A, len(res))
 			for j, r := range res {
 				arr[j] = r
+				if used += approxSize(r); used > maxBytes {
+					return nil, mongoerr.New(4031700, "document constructed by $facet is %d bytes, which exceeds the limit of %d bytes", used, maxBytes)
+				}
 			}
 			out = append(out, bson.E{Key: s.names[i], Value: arr})
 		}
