@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
@@ -123,6 +124,31 @@ func TestIssue21AllowDiskUseByDefault(t *testing.T) {
 	same("find sort allowDiskUse", issue21Ints(t, res, "_id"), wantIDs(0, n, false))
 	err := e.runErr(bson.D{{Key: "find", Value: "c"}, {Key: "sort", Value: bson.D{{Key: "k", Value: 1}}}, {Key: "allowDiskUse", Value: false}})
 	wantCode(t, err, 292, "QueryExceededMemoryLimitNoDiskUseAllowed")
+
+	// ties, a filter and a positional projection: the spilled sort returns
+	// what the in-memory one returns
+	e.insert("t", func() []any {
+		var ds []any
+		for i := 0; i < 400; i++ {
+			ds = append(ds, bson.D{{Key: "_id", Value: int32(i)}, {Key: "k", Value: int32(i % 7)}, {Key: "arr", Value: bson.A{i % 3, i % 5, pad}}})
+		}
+		return ds
+	}()...)
+	tieCmd := bson.D{{Key: "find", Value: "t"}, {Key: "filter", Value: bson.D{{Key: "arr", Value: int32(2)}}},
+		{Key: "sort", Value: bson.D{{Key: "k", Value: -1}}}, {Key: "projection", Value: bson.D{{Key: "k", Value: 1}, {Key: "arr.$", Value: 1}}}, {Key: "skip", Value: 3}}
+	spilled := issue21Cmd(e, tieCmd)
+	e.admin(bson.D{{Key: "setParameter", Value: 1}, {Key: "internalQueryMaxBlockingSortMemoryUsageBytes", Value: int32(100 << 20)}})
+	inMemory := issue21Cmd(e, tieCmd)
+	e.admin(bson.D{{Key: "setParameter", Value: 1}, {Key: "internalQueryMaxBlockingSortMemoryUsageBytes", Value: int32(20000)}})
+	if len(spilled) != len(inMemory) || len(spilled) < 100 {
+		t.Fatalf("spilled sort: %d docs, in memory: %d", len(spilled), len(inMemory))
+	}
+	for i := range spilled {
+		if !bytes.Equal(spilled[i], inMemory[i]) {
+			t.Fatalf("doc %d: spilled %s, in memory %s", i, spilled[i], inMemory[i])
+		}
+	}
+	wantCode(t, e.runErr(append(tieCmd, bson.E{Key: "allowDiskUse", Value: false})), 292, "QueryExceededMemoryLimitNoDiskUseAllowed")
 
 	// aggregate: $sort, $group, $bucketAuto
 	agg := func(allow any, stages ...bson.D) bson.D {
