@@ -271,16 +271,15 @@ type keyedDoc struct {
 func (s *bucketAutoStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterator, error) {
 	// The documents are sorted by their groupBy value with $sort's
 	// external sorter: over the memory limit they spill to disk when
-	// allowDiskUse permits (as mongod's $bucketAuto, which sorts with its
-	// Sorter), else fail with 292.
+	// allowDiskUse permits, else fail with the Sorter's 292 "Sort exceeded
+	// memory limit", as mongod's DocumentSourceBucketAuto::populateSorter
+	// (a Sorter with extSortAllowed = allowDiskUse).
 	srt := &sorter{
-		cmp:   func(a, b []any) int { return bsonx.Compare(a[0], b[0]) },
-		limit: rc.opts.bucketAutoMemoryLimit(),
-		disk:  rc.opts.AllowDiskUse,
-		dir:   rc.opts.TempDir,
-		memError: func(int64) error {
-			return mongoerr.New(mongoerr.QueryExceededMemoryLimit, "$bucketAuto stage ran out of memory. Pass allowDiskUse:true to opt in")
-		},
+		cmp:      func(a, b []any) int { return bsonx.Compare(a[0], b[0]) },
+		limit:    rc.opts.bucketAutoMemoryLimit(),
+		disk:     rc.opts.AllowDiskUse,
+		dir:      rc.opts.TempDir,
+		memError: sortMemError,
 	}
 	return lazy(in, func(ctx context.Context) ([]bson.D, error) {
 		defer srt.cleanup()
