@@ -236,7 +236,7 @@ func TestIssue21PushOntoLargeIndexedArray(t *testing.T) {
 		bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "u", Value: bson.D{{Key: "$push", Value: bson.D{{Key: "a", Value: int32(n)}}}}}},
 		bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "u", Value: bson.D{{Key: "$pull", Value: bson.D{{Key: "a", Value: int32(5)}}}}}},
 	}}})
-	if d := time.Since(start); d > 8*time.Second {
+	if d := time.Since(start); d > 20*time.Second {
 		t.Fatalf("$push and $pull on a %d-element indexed array took %v", n, d)
 	}
 	hint := options.Find().SetHint("a_1")
@@ -268,7 +268,7 @@ func TestIssue21RunawayExpressionStopsAtMaxTimeMS(t *testing.T) {
 			{Key: "cursor", Value: bson.D{}}, {Key: "maxTimeMS", Value: 1000}})
 		took := time.Since(start)
 		wantCode(t, err, 50, "MaxTimeMSExpired")
-		if took > 3*time.Second {
+		if took > 4*time.Second {
 			t.Fatalf("%s: stopped after %v, want about 1 s", stage[0].Key, took)
 		}
 	}
@@ -281,7 +281,7 @@ func TestIssue21RunawayExpressionStopsAtMaxTimeMS(t *testing.T) {
 		err := e.runErr(append(cmd, bson.E{Key: "maxTimeMS", Value: 1000}))
 		took := time.Since(start)
 		wantCode(t, err, 50, "MaxTimeMSExpired")
-		if took > 3*time.Second {
+		if took > 4*time.Second {
 			t.Fatalf("find %s: stopped after %v, want about 1 s", cmd[1].Key, took)
 		}
 	}
@@ -297,7 +297,7 @@ func TestIssue21RunawayExpressionStopsAtMaxTimeMS(t *testing.T) {
 			{Key: "cursor", Value: bson.D{}}, {Key: "maxTimeMS", Value: 500}})
 		took := time.Since(start)
 		wantCode(t, err, 50, "MaxTimeMSExpired")
-		if took > 3*time.Second {
+		if took > 4*time.Second {
 			t.Fatalf("%s: stopped after %v, want about 0.5 s", op[0].Key, took)
 		}
 	}
@@ -427,7 +427,7 @@ func TestIssue21ResultSizeAndSetOperators(t *testing.T) {
 		{Key: "s", Value: bson.D{{Key: "$setIsSubset", Value: bson.A{rng(100000, 200000), rng(0, 300000)}}}},
 		{Key: "f", Value: bson.D{{Key: "$first", Value: bson.D{{Key: "$setUnion", Value: bson.A{bson.A{3, 1.0, 1, 2, int64(3)}, rng(0, 100)}}}}}},
 	}}}})
-	if took := time.Since(start); took > 10*time.Second {
+	if took := time.Since(start); took > 20*time.Second {
 		t.Fatalf("set operators over 200k elements took %v", took)
 	}
 	docEq(t, res[0], bson.D{{Key: "_id", Value: int32(1)}, {Key: "u", Value: int32(300000)}, {Key: "i", Value: int32(100000)},
