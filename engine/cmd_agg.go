@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mayflydb/mayfly/engine/agg"
+	"github.com/mayflydb/mayfly/engine/expr"
 	"github.com/mayflydb/mayfly/engine/update"
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
@@ -69,7 +70,10 @@ func cmdAggregate(e *Engine, r *Request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := agg.Options{Let: let, AllowDiskUse: boolArg(r, "allowDiskUse"), DB: r.DB, Coll: coll, Now: e.Now()}
+	opts := agg.Options{Let: let, AllowDiskUse: e.allowDiskUse(r), DB: r.DB, Coll: coll, Now: e.Now(),
+		MemoryLimit: e.params.sortMemLimit(), GroupMemoryLimit: e.params.groupMemLimit(),
+		BucketAutoMemoryLimit: e.params.bucketAutoMemLimit(), GraphLookupMemoryLimit: e.params.graphLookupMemLimit(),
+		FacetMaxOutputBytes: e.params.facetOutLimit()}
 	if containsKey(pipeline, "_ts") {
 		opts.Hidden = "_ts" // spec §5.2: usable by the stages, returned only when named
 	}
@@ -88,7 +92,7 @@ func cmdAggregate(e *Engine, r *Request) (bson.D, error) {
 		return nil, err
 	}
 	hint := hintValue(r.Arg("hint"))
-	env := &aggEnv{e: e, r: r}
+	env := &aggEnv{e: e, r: r, rt: e.newExprRuntime(r)}
 	input, cq, rest, err := e.aggInput(r, coll, p, hint, p.ReadsHidden())
 	if err != nil {
 		return nil, err
@@ -103,7 +107,7 @@ func cmdAggregate(e *Engine, r *Request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	src := &aggSource{it: it, ctx: r.Ctx}
+	src := &aggSource{it: it, ctx: r.Ctx, rt: env.rt}
 	cur := &cursor{ns: ns, src: src, remaining: -1}
 	if p.IsWrite() {
 		batch, _, err := fillBatch(r, cur, 0)
@@ -276,6 +280,7 @@ func (q *queryIter) Close() {
 type aggSource struct {
 	it  agg.Iterator
 	ctx context.Context
+	rt  *expr.Runtime // the pipeline's expression runtime
 }
 
 func (s *aggSource) next() (bson.Raw, error) {
@@ -287,7 +292,14 @@ func (s *aggSource) next() (bson.Raw, error) {
 	if err != nil || !ok {
 		return nil, err
 	}
-	return bson.Marshal(d)
+	b, err := bson.Marshal(d)
+	if err == nil {
+		err = checkOutputDoc(b, d)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 func (s *aggSource) close() { s.it.Close() }
@@ -305,8 +317,9 @@ func useContext(src docSource, ctx context.Context) {
 
 // aggEnv implements agg.Env over the engine.
 type aggEnv struct {
-	e *Engine
-	r *Request
+	e  *Engine
+	r  *Request
+	rt *expr.Runtime
 }
 
 // Scan yields the live documents of db.coll matching filter: $lookup and

@@ -185,7 +185,7 @@ func cmdBuildInfo(e *Engine, r *Request) (bson.D, error) {
 // serverParameters are the parameters getParameter knows, in the order
 // {getParameter: "*"} lists them.
 func serverParameters(e *Engine) bson.D {
-	return bson.D{
+	d := bson.D{
 		{Key: "authenticationMechanisms", Value: bson.A{}},
 		{Key: "cursorTimeoutMillis", Value: int64(600000)},
 		{Key: "featureCompatibilityVersion", Value: bson.D{{Key: "version", Value: FCV}}},
@@ -194,6 +194,12 @@ func serverParameters(e *Engine) bson.D {
 		{Key: "quiet", Value: false},
 		{Key: "ttlMonitorEnabled", Value: true},
 	}
+	if e == nil {
+		return d
+	}
+	d = append(d, e.runtimeParams()...)
+	sort.SliceStable(d, func(i, j int) bool { return d[i].Key < d[j].Key })
+	return d
 }
 
 // cmdGetParameter implements {getParameter: 1, name: 1, …},
@@ -218,16 +224,21 @@ func cmdGetParameter(e *Engine, r *Request) (bson.D, error) {
 			}
 		}
 	}
-	render := func(val any) any {
+	runtime := e.runtimeParams()
+	render := func(key string, val any) any {
 		if !showDetails {
 			return val
 		}
-		return bson.D{{Key: "value", Value: val}, {Key: "settableAtRuntime", Value: false}, {Key: "settableAtStartup", Value: false}}
+		settable := false
+		for _, p := range runtime {
+			settable = settable || p.Key == key
+		}
+		return bson.D{{Key: "value", Value: val}, {Key: "settableAtRuntime", Value: settable}, {Key: "settableAtStartup", Value: settable}}
 	}
 	out := bson.D{}
 	if all {
 		for _, p := range params {
-			out = append(out, bson.E{Key: p.Key, Value: render(p.Value)})
+			out = append(out, bson.E{Key: p.Key, Value: render(p.Key, p.Value)})
 		}
 		return out, nil
 	}
@@ -237,7 +248,7 @@ func cmdGetParameter(e *Engine, r *Request) (bson.D, error) {
 		}
 		for _, p := range params {
 			if p.Key == f.Key {
-				out = append(out, bson.E{Key: p.Key, Value: render(p.Value)})
+				out = append(out, bson.E{Key: p.Key, Value: render(p.Key, p.Value)})
 			}
 		}
 	}

@@ -142,6 +142,7 @@ const maxBatchBytes = 16 * 1024 * 1024
 // fillBatch pulls up to n documents (n <= 0: no count limit) within the
 // byte cap. It reports whether the source is exhausted.
 func fillBatch(r *Request, c *cursor, n int64) (bson.A, bool, error) {
+	bindSourceRequest(c.src, r)
 	batch := bson.A{}
 	size := 0
 	for n <= 0 || int64(len(batch)) < n {

@@ -315,15 +315,9 @@ func (c *Collection) writeDoc(b storage.Batch, s *collState, old *record, newDoc
 			metaChanged = true
 		}
 		ch := change{prefix: indexPrefix(m.ID, ix.ID), ix: ix}
-		for _, k := range oldKeys {
-			if !oldLive || !containsKey2(newKeys, k) {
-				ch.del = append(ch.del, k)
-			}
-		}
-		for _, k := range newKeys {
-			if oldLive && containsKey2(oldKeys, k) {
-				continue
-			}
+		var added [][]byte
+		ch.del, added = diffKeys(oldKeys, newKeys, oldLive)
+		for _, k := range added {
 			if ix.refusesDuplicates() {
 				if err := c.checkUnique(s, ix, ch.prefix, k, idKey, newDoc); err != nil {
 					return 0, err
@@ -371,15 +365,6 @@ func (c *Collection) writeDoc(b storage.Batch, s *collState, old *record, newDoc
 		return 0, err
 	}
 	return len(body), nil
-}
-
-func containsKey2(keys [][]byte, k []byte) bool {
-	for _, x := range keys {
-		if bytes.Equal(x, k) {
-			return true
-		}
-	}
-	return false
 }
 
 // setExpiryEntry files a document in the expiry index (spec §8): own valid

@@ -73,6 +73,8 @@ type Engine struct {
 	}
 	running opRegistry // operations in progress, connections and sessions (ops.go)
 
+	params serverParams // runtime server parameters (setParameter)
+
 	stop   chan struct{}
 	wg     sync.WaitGroup
 	closed atomic.Bool

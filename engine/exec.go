@@ -313,7 +313,10 @@ func (mi *matchIter) next() (*matchedDoc, error) {
 		}
 		pos := -1
 		if mi.m != nil {
-			ok, p := mi.m.MatchesPos(d)
+			ok, p, err := mi.m.MatchesPosErr(d)
+			if err != nil && isInterrupt(err) {
+				return nil, err // maxTimeMS or a kill stopped an $expr
+			}
 			if !ok {
 				continue
 			}

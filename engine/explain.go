@@ -174,7 +174,7 @@ func (e *Engine) serverInfoDoc() bson.D {
 func (cq *compiledQuery) planTree(wrap string) bson.D {
 	leaf := cq.plan.tree(cq.c)
 	if cq.srt != nil && !cq.plan.sorted {
-		st := bson.D{{Key: "stage", Value: "SORT"}, {Key: "sortPattern", Value: cq.spec.sort}, {Key: "memLimit", Value: sortMemLimit},
+		st := bson.D{{Key: "stage", Value: "SORT"}, {Key: "sortPattern", Value: cq.spec.sort}, {Key: "memLimit", Value: cq.c.e.params.sortMemLimit()},
 			{Key: "type", Value: "simple"}}
 		if cq.spec.limit > 0 {
 			st = append(st, bson.E{Key: "limitAmount", Value: cq.spec.limit + cq.spec.skip})

@@ -51,13 +51,14 @@ func (c *Collection) compileQuery(r *Request, q *querySpec) (*compiledQuery, err
 			if cq.proj, err = query.CompileProjection(q.projection); err != nil {
 				return nil, err
 			}
+			cq.proj = cq.proj.WithRuntime(c.e.newExprRuntime(r))
 		}
 		cq.withTS = mentionsTS(q.projection)
 		cq.plan.sorted = true
 		return cq, nil
 	}
 	if len(q.filter) > 0 {
-		if cq.m, err = query.Compile(q.filter); err != nil {
+		if cq.m, err = query.CompileWithRuntime(q.filter, c.e.newExprRuntime(r)); err != nil {
 			return nil, err
 		}
 	}
@@ -65,6 +66,7 @@ func (c *Collection) compileQuery(r *Request, q *querySpec) (*compiledQuery, err
 		if cq.proj, err = query.CompileProjection(q.projection); err != nil {
 			return nil, err
 		}
+		cq.proj = cq.proj.WithRuntime(c.e.newExprRuntime(r))
 	}
 	sortSpec := q.sort
 	if len(sortSpec) == 1 && sortSpec[0].Key == "$natural" {
@@ -194,6 +196,7 @@ func (cq *compiledQuery) sortAll(mi *matchIter) (docSource, error) {
 	}
 	var items []item
 	var mem int64
+	memLimit := cq.c.e.params.sortMemLimit()
 	k := int64(0)
 	if cq.spec.limit > 0 {
 		k = cq.spec.skip + cq.spec.limit
@@ -224,9 +227,20 @@ func (cq *compiledQuery) sortAll(mi *matchIter) (docSource, error) {
 				mem += int64(len(x.md.rec.raw)) + 64
 			}
 		}
-		if mem > sortMemLimit && !cq.spec.allowDiskUse {
-			return nil, mongoerr.New(mongoerr.QueryExceededMemoryLimit,
-				"Executor error during find command :: caused by :: Sort exceeded memory limit of %d bytes, but did not opt in to external sorting.", sortMemLimit)
+		if mem > memLimit {
+			if !cq.c.e.allowDiskUse(cq.r) {
+				return nil, mongoerr.New(mongoerr.QueryExceededMemoryLimit,
+					"Executor error during find command :: caused by :: Sort exceeded memory limit of %d bytes, but did not opt in to external sorting.", memLimit)
+			}
+			// Over the limit with disk use allowed: continue as an
+			// external sort, spilling to temporary files.
+			mds := make([]*matchedDoc, len(items))
+			keys := make([][]any, len(items))
+			for i, x := range items {
+				mds[i], keys[i] = x.md, x.keys
+			}
+			items = nil
+			return cq.spillSort(mi, mds, keys, k, memLimit)
 		}
 	}
 	sort.SliceStable(items, func(i, j int) bool { return less(items[i], items[j]) })

@@ -86,6 +86,18 @@ type Options struct {
 	// MemoryLimit overrides DefaultMemoryLimit (bytes) for each blocking
 	// stage; tests set it low to exercise spilling.
 	MemoryLimit int64
+	// GroupMemoryLimit overrides MemoryLimit for $group
+	// (internalDocumentSourceGroupMaxMemoryBytes); 0: MemoryLimit.
+	GroupMemoryLimit int64
+	// BucketAutoMemoryLimit is the same for $bucketAuto
+	// (internalDocumentSourceBucketAutoMaxMemoryBytes).
+	BucketAutoMemoryLimit int64
+	// GraphLookupMemoryLimit is the same for $graphLookup
+	// (internalDocumentSourceGraphLookupMaxMemoryBytes).
+	GraphLookupMemoryLimit int64
+	// FacetMaxOutputBytes bounds the document $facet builds
+	// (internalQueryFacetMaxOutputDocSizeBytes, 100 MB).
+	FacetMaxOutputBytes int64
 	// TempDir is where spills go (empty: os.TempDir()).
 	TempDir string
 	// Hidden names a top-level field the input documents may carry that
@@ -116,15 +128,58 @@ type stage interface {
 	run(ctx context.Context, rc *runCtx, in Iterator) (Iterator, error)
 }
 
+func (o *Options) groupMemoryLimit() int64 {
+	if o.GroupMemoryLimit > 0 {
+		return o.GroupMemoryLimit
+	}
+	return o.MemoryLimit
+}
+
+func (o *Options) facetMaxOutputBytes() int64 {
+	if o.FacetMaxOutputBytes > 0 {
+		return o.FacetMaxOutputBytes
+	}
+	return DefaultMemoryLimit
+}
+
+func (o *Options) graphLookupMemoryLimit() int64 {
+	if o.GraphLookupMemoryLimit > 0 {
+		return o.GraphLookupMemoryLimit
+	}
+	return DefaultMemoryLimit
+}
+
+func (o *Options) bucketAutoMemoryLimit() int64 {
+	if o.BucketAutoMemoryLimit > 0 {
+		return o.BucketAutoMemoryLimit
+	}
+	return o.MemoryLimit
+}
+
 // runCtx is per-run state shared by the stages.
 type runCtx struct {
 	env  Env
 	vars map[string]any
 	opts *Options
+	rt   *expr.Runtime // the operation's runtime (nil: none)
+}
+
+// RuntimeEnv is implemented by an Env that gives the pipeline's expressions
+// a runtime: the operation's interrupt check (maxTimeMS, killOp) and its
+// expression memory limits.
+type RuntimeEnv interface {
+	Runtime() *expr.Runtime
+}
+
+func runtimeOf(env Env) *expr.Runtime {
+	if re, ok := env.(RuntimeEnv); ok {
+		return re.Runtime()
+	}
+	return nil
 }
 
 func (rc *runCtx) exprEnv(doc bson.D) *expr.Env {
-	return &expr.Env{Root: doc, Vars: rc.vars}
+	return &expr.Env{Root: doc, Vars: rc.vars, RT: rc.rt}
 }
 
 // Parse parses a pipeline. Errors use mongod's codes (40323 for a stage
@@ -354,7 +409,7 @@ func (p *Pipeline) NeedsInput() bool {
 // For $out/$merge pipelines the writes happen during Run and the returned
 // iterator is empty.
 func (p *Pipeline) Run(ctx context.Context, env Env, input Iterator) (Iterator, error) {
-	rc := &runCtx{env: env, vars: p.vars, opts: &p.opts}
+	rc := &runCtx{env: env, vars: p.vars, opts: &p.opts, rt: runtimeOf(env)}
 	return p.runWith(ctx, rc, input)
 }
 
@@ -385,7 +440,7 @@ func (p *Pipeline) RunWithVars(ctx context.Context, env Env, input Iterator, var
 	for k, v := range vars {
 		all[k] = v
 	}
-	rc := &runCtx{env: env, vars: all, opts: &p.opts}
+	rc := &runCtx{env: env, vars: all, opts: &p.opts, rt: runtimeOf(env)}
 	return p.runWith(ctx, rc, input)
 }
 

@@ -269,9 +269,21 @@ type keyedDoc struct {
 }
 
 func (s *bucketAutoStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterator, error) {
+	// The documents are sorted by their groupBy value with $sort's
+	// external sorter: over the memory limit they spill to disk when
+	// allowDiskUse permits, else fail with the Sorter's 292 "Sort exceeded
+	// memory limit", as mongod's DocumentSourceBucketAuto::populateSorter
+	// (a Sorter with extSortAllowed = allowDiskUse).
+	srt := &sorter{
+		cmp:      func(a, b []any) int { return bsonx.Compare(a[0], b[0]) },
+		limit:    rc.opts.bucketAutoMemoryLimit(),
+		disk:     rc.opts.AllowDiskUse,
+		dir:      rc.opts.TempDir,
+		memError: sortMemError,
+	}
 	return lazy(in, func(ctx context.Context) ([]bson.D, error) {
-		var docs []keyedDoc
-		var mem int64
+		defer srt.cleanup()
+		n := 0
 		for {
 			d, ok, err := in.Next(ctx)
 			if err != nil {
@@ -291,17 +303,39 @@ func (s *bucketAutoStage) run(ctx context.Context, rc *runCtx, in Iterator) (Ite
 			if s.gran != "" && (!bsonx.IsNumber(v) || bsonx.CompareNumbers(v, int32(0)) < 0 || bsonx.IsNaN(v)) {
 				return nil, mongoerr.New(40258, "$bucketAuto can specify a 'granularity' with numeric boundaries only, but found a value with type: %s", bsonx.TypeName(v))
 			}
-			docs = append(docs, keyedDoc{key: v, env: env})
-			mem += approxSize(d)
-			if mem > rc.opts.MemoryLimit && !rc.opts.AllowDiskUse {
-				return nil, mongoerr.New(mongoerr.QueryExceededMemoryLimit, "$bucketAuto stage ran out of memory. Pass allowDiskUse:true to opt in")
+			if err := srt.add([]any{v}, bson.D{{Key: "k", Value: v}, {Key: "d", Value: d}}); err != nil {
+				return nil, err
 			}
+			n++
 		}
-		sort.SliceStable(docs, func(i, j int) bool { return bsonx.Compare(docs[i].key, docs[j].key) < 0 })
-		if len(docs) == 0 {
+		if n == 0 {
 			return nil, nil
 		}
-		size := int(math.Round(float64(len(docs)) / float64(s.n)))
+		sorted, err := srt.finish()
+		if err != nil {
+			return nil, err
+		}
+		defer sorted.Close()
+		// cur is the next document in groupBy order (ok=false at the end).
+		var cur keyedDoc
+		more := false
+		advance := func() error {
+			r, ok, err := sorted.Next(ctx)
+			if err != nil || !ok {
+				more = false
+				return err
+			}
+			more = true
+			k, _ := bsonx.Get(r, "k")
+			dv, _ := bsonx.Get(r, "d")
+			d, _ := dv.(bson.D)
+			cur = keyedDoc{key: k, env: rc.exprEnv(d)}
+			return nil
+		}
+		if err := advance(); err != nil {
+			return nil, err
+		}
+		size := int(math.Round(float64(n) / float64(s.n)))
 		if size < 1 {
 			size = 1
 		}
@@ -310,24 +344,25 @@ func (s *bucketAutoStage) run(ctx context.Context, rc *runCtx, in Iterator) (Ite
 			gr       *group
 		}
 		var buckets []*bucket
-		i := 0
-		for i < len(docs) {
-			b := &bucket{min: docs[i].key}
-			gr, err := s.g.newGroup(nil, docs[i].env)
+		for more {
+			b := &bucket{min: cur.key}
+			gr, err := s.g.newGroup(nil, cur.env)
 			if err != nil {
 				return nil, err
 			}
 			b.gr = gr
 			last := int64(len(buckets)) == s.n-1
 			count := 0
-			for i < len(docs) && (last || count < size || bsonx.Compare(docs[i].key, b.max) == 0) {
+			for more && (last || count < size || bsonx.Compare(cur.key, b.max) == 0) {
 				for _, a := range gr.accs {
-					if err := a.add(docs[i].env); err != nil {
+					if err := a.add(cur.env); err != nil {
 						return nil, err
 					}
 				}
-				b.max = docs[i].key
-				i++
+				b.max = cur.key
+				if err := advance(); err != nil {
+					return nil, err
+				}
 				count++
 			}
 			if s.gran != "" {
@@ -338,13 +373,15 @@ func (s *bucketAutoStage) run(ctx context.Context, rc *runCtx, in Iterator) (Ite
 					b.min = buckets[len(buckets)-1].max
 				}
 				b.max = roundGranularity(s.gran, b.max, true)
-				for i < len(docs) && bsonx.Compare(docs[i].key, b.max) < 0 {
+				for more && bsonx.Compare(cur.key, b.max) < 0 {
 					for _, a := range gr.accs {
-						if err := a.add(docs[i].env); err != nil {
+						if err := a.add(cur.env); err != nil {
 							return nil, err
 						}
 					}
-					i++
+					if err := advance(); err != nil {
+						return nil, err
+					}
 				}
 			}
 			buckets = append(buckets, b)

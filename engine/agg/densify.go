@@ -166,8 +166,11 @@ func (s *densifyStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterat
 				break
 			}
 			mem += approxSize(d)
-			if mem > rc.opts.MemoryLimit && !rc.opts.AllowDiskUse {
-				return nil, mongoerr.New(mongoerr.QueryExceededMemoryLimit, "$densify exceeded memory limit")
+			// $densify cannot spill (in mongod neither): the limit holds
+			// with allowDiskUse too, with mongod's code 6007200
+			// (document_source_densify.cpp).
+			if mem > rc.opts.MemoryLimit {
+				return nil, mongoerr.New(6007200, "$densify exceeded memory limit of %d", rc.opts.MemoryLimit)
 			}
 			v, ok := getPath(d, s.field)
 			if !ok || expr.IsNullish(v) {

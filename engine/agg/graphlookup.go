@@ -140,12 +140,29 @@ func (s *graphLookupStage) run(ctx context.Context, rc *runCtx, in Iterator) (It
 			groupKey(&kb, v)
 			return kb.String()
 		}
+		// Memory as mongod's DocumentSourceGraphLookUp::checkMemoryUsage:
+		// the visited documents plus the frontier must stay under
+		// internalDocumentSourceGraphLookupMaxMemoryBytes (100 MB), else
+		// 40099 — with allowDiskUse too (it cannot spill, in mongod
+		// neither).
+		limit := rc.opts.graphLookupMemoryLimit()
+		var visitedMem, frontierMem int64
+		checkMem := func() error {
+			if visitedMem+frontierMem >= limit {
+				return mongoerr.New(40099, "$graphLookup reached maximum memory consumption")
+			}
+			return nil
+		}
 		frontier := bson.A{}
 		for _, v := range graphValues(start, nil) {
 			if k := key(v); !searched[k] {
 				searched[k] = true
 				frontier = append(frontier, v)
+				frontierMem += approxSize(v)
 			}
+		}
+		if err := checkMem(); err != nil {
+			return nil, err
 		}
 		for depth := int64(0); len(frontier) > 0 && (s.maxDepth < 0 || depth <= s.maxDepth); depth++ {
 			filter := equalityFilter(s.connectTo, frontier)
@@ -161,6 +178,7 @@ func (s *graphLookupStage) run(ctx context.Context, rc *runCtx, in Iterator) (It
 				return nil, err
 			}
 			next := bson.A{}
+			frontierMem = 0
 			for _, fd := range found {
 				id, _ := bsonx.Get(fd, "_id")
 				if k := key(id); seenDocs[k] {
@@ -173,6 +191,10 @@ func (s *graphLookupStage) run(ctx context.Context, rc *runCtx, in Iterator) (It
 					out = setPath(fd, s.depthField, depth, false)
 				}
 				results = append(results, out)
+				visitedMem += approxSize(fd)
+				if err := checkMem(); err != nil {
+					return nil, err
+				}
 				v, ok := getPath(fd, s.connectFrom)
 				if !ok {
 					continue
@@ -181,6 +203,10 @@ func (s *graphLookupStage) run(ctx context.Context, rc *runCtx, in Iterator) (It
 					if k := key(nv); !searched[k] {
 						searched[k] = true
 						next = append(next, nv)
+						frontierMem += approxSize(nv)
+						if err := checkMem(); err != nil {
+							return nil, err
+						}
 					}
 				}
 			}

@@ -233,6 +233,9 @@ func (g *groupStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterator
 				break
 			}
 			env := rc.exprEnv(d)
+			if err := env.Poll(len(g.accs) + 1); err != nil {
+				return nil, err
+			}
 			key, err := g.id.Eval(env)
 			if err != nil {
 				return nil, err
@@ -259,7 +262,7 @@ func (g *groupStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterator
 				}
 				mem += a.size() - before
 			}
-			if mem > rc.opts.MemoryLimit {
+			if mem > rc.opts.groupMemoryLimit() {
 				if !rc.opts.AllowDiskUse {
 					return nil, groupMemError()
 				}
@@ -274,7 +277,7 @@ func (g *groupStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterator
 					return nil, err
 				}
 			}
-			return g.mergeSpilled(ctx, spill)
+			return g.mergeSpilled(ctx, spill, rc.rt)
 		}
 		out := make([]bson.D, 0, len(order))
 		for _, gr := range order {
@@ -299,7 +302,7 @@ func (g *groupStage) output(gr *group) bson.D {
 
 // mergeSpilled merges the sorted runs of partial groups: records with equal
 // keys are adjacent and, within a key, in spill order.
-func (g *groupStage) mergeSpilled(ctx context.Context, spill *sorter) ([]bson.D, error) {
+func (g *groupStage) mergeSpilled(ctx context.Context, spill *sorter, rt *expr.Runtime) ([]bson.D, error) {
 	it, err := spill.finish()
 	if err != nil {
 		return nil, err
@@ -321,7 +324,7 @@ func (g *groupStage) mergeSpilled(ctx context.Context, spill *sorter) ([]bson.D,
 			if cur != nil {
 				out = append(out, g.output(cur))
 			}
-			if cur, err = g.newGroup(key, &expr.Env{Root: bson.D{}}); err != nil {
+			if cur, err = g.newGroup(key, &expr.Env{Root: bson.D{}, RT: rt}); err != nil {
 				return nil, err
 			}
 		}
@@ -388,10 +391,31 @@ func compileAccumulator(field, op string, arg any, opts *Options) (accSpec, erro
 		return simple(func(e expr.Expr) accumulator { return &firstLastAcc{e: e, first: true} })
 	case "$last":
 		return simple(func(e expr.Expr) accumulator { return &firstLastAcc{e: e} })
-	case "$push":
-		return simple(func(e expr.Expr) accumulator { return &pushAcc{e: e} })
-	case "$addToSet":
-		return simple(func(e expr.Expr) accumulator { return &pushAcc{e: e, set: map[string]bool{}} })
+	case "$push", "$addToSet":
+		sp, err := simple(func(e expr.Expr) accumulator {
+			if op == "$addToSet" {
+				return &pushAcc{e: e, op: op, set: map[string]bool{}}
+			}
+			return &pushAcc{e: e, op: op}
+		})
+		if err != nil {
+			return sp, err
+		}
+		mk := sp.make
+		sp.make = func(env *expr.Env) (accumulator, error) {
+			acc, err := mk(env)
+			if err != nil {
+				return nil, err
+			}
+			pa := acc.(*pushAcc)
+			if op == "$addToSet" {
+				pa.limit = env.RT.AddToSetLimit()
+			} else {
+				pa.limit = env.RT.PushLimit()
+			}
+			return pa, nil
+		}
+		return sp, nil
 	case "$mergeObjects":
 		return simple(func(e expr.Expr) accumulator { return &mergeAcc{e: e} })
 	case "$stdDevPop":
@@ -535,25 +559,43 @@ func (a *firstLastAcc) merge(s any) error {
 func (a *firstLastAcc) size() int64 { return 32 + approxSize(a.val) }
 
 type pushAcc struct {
-	e    expr.Expr
-	vals bson.A
-	set  map[string]bool // non-nil for $addToSet
-	mem  int64
+	e     expr.Expr
+	op    string
+	vals  bson.A
+	set   map[string]bool // non-nil for $addToSet
+	mem   int64
+	limit int64 // internalQueryMaxPushBytes / internalQueryMaxAddToSetBytes
 }
 
-func (a *pushAcc) push(v any) {
+// push adds a value. Like mongod's AccumulatorPush and AccumulatorAddToSet
+// (accumulator_push.cpp, accumulator_add_to_set.cpp), the values held
+// must stay under the memory limit (100 MB by default), else
+// ExceededMemoryLimit (146): a single group's array cannot spill.
+func (a *pushAcc) push(v any) error {
 	if a.set != nil {
 		var b strings.Builder
 		groupKey(&b, v)
 		k := b.String()
 		if a.set[k] {
-			return
+			return nil
 		}
 		a.set[k] = true
 		a.mem += int64(len(k))
 	}
 	a.vals = append(a.vals, v)
 	a.mem += approxSize(v)
+	limit := a.limit
+	if limit <= 0 {
+		limit = expr.DefaultExprMemoryLimit
+	}
+	if a.mem >= limit {
+		op := a.op
+		if op == "" {
+			op = "$push"
+		}
+		return mongoerr.New(mongoerr.ExceededMemoryLimit, "%s used too much memory and cannot spill to disk. Memory limit: %d bytes", op, limit)
+	}
+	return nil
 }
 
 func (a *pushAcc) add(env *expr.Env) error {
@@ -564,8 +606,7 @@ func (a *pushAcc) add(env *expr.Env) error {
 	if bsonx.IsMissing(v) {
 		return nil
 	}
-	a.push(v)
-	return nil
+	return a.push(v)
 }
 
 func (a *pushAcc) result() any {
@@ -577,7 +618,9 @@ func (a *pushAcc) result() any {
 func (a *pushAcc) state() any { return a.result() }
 func (a *pushAcc) merge(s any) error {
 	for _, v := range s.(bson.A) {
-		a.push(v)
+		if err := a.push(v); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -290,7 +290,7 @@ func (s *lookupStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterato
 				}
 				input = it
 			}
-			sub := &runCtx{env: rc.env, vars: vars, opts: &s.pipeline.opts}
+			sub := &runCtx{env: rc.env, vars: vars, opts: &s.pipeline.opts, rt: rc.rt}
 			it, err := s.pipeline.runWith(ctx, sub, input)
 			if err != nil {
 				return nil, err
@@ -390,7 +390,7 @@ func (s *unionStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterator
 						return nil, false, err
 					}
 				}
-				sub := &runCtx{env: rc.env, vars: rc.vars, opts: &s.pipeline.opts}
+				sub := &runCtx{env: rc.env, vars: rc.vars, opts: &s.pipeline.opts, rt: rc.rt}
 				if second, err = s.pipeline.runWith(ctx, sub, input); err != nil {
 					return nil, false, err
 				}
@@ -422,6 +422,11 @@ func (s *facetStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterator
 			return nil, err
 		}
 		out := bson.D{}
+		// mongod 7.0 (document_source_facet.cpp): the results of all the
+		// facets together stay under internalQueryFacetMaxOutputDocSizeBytes
+		// (100 MB), else 4031700.
+		maxBytes := rc.opts.facetMaxOutputBytes()
+		var used int64
 		for i, p := range s.pipes {
 			cp := make([]bson.D, len(docs))
 			copy(cp, docs)
@@ -436,6 +441,9 @@ func (s *facetStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterator
 			arr := make(bson.A, len(res))
 			for j, r := range res {
 				arr[j] = r
+				if used += approxSize(r); used > maxBytes {
+					return nil, mongoerr.New(4031700, "document constructed by $facet is %d bytes, which exceeds the limit of %d bytes", used, maxBytes)
+				}
 			}
 			out = append(out, bson.E{Key: s.names[i], Value: arr})
 		}

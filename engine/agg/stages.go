@@ -363,8 +363,14 @@ func hoistExprs(d bson.D) bson.D {
 
 func (s *matchStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterator, error) {
 	m := s.m
-	if s.nestedExpr && len(rc.vars) > 0 {
-		sub, err := query.Compile(substVars(s.rest, rc.vars, false).(bson.D))
+	if s.nestedExpr && (len(rc.vars) > 0 || rc.rt != nil) {
+		// (recompiled with the run's runtime, so maxTimeMS interrupts a
+		// nested $expr too)
+		f := s.rest
+		if len(rc.vars) > 0 {
+			f = substVars(s.rest, rc.vars, false).(bson.D)
+		}
+		sub, err := query.CompileWithRuntime(f, rc.rt)
 		if err != nil {
 			return nil, err
 		}

@@ -2,7 +2,6 @@ package agg
 
 import (
 	"context"
-	"sort"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -244,61 +243,150 @@ type windowDoc struct {
 }
 
 func (s *windowStage) run(ctx context.Context, rc *runCtx, in Iterator) (Iterator, error) {
-	return lazy(in, func(ctx context.Context) ([]bson.D, error) {
-		var docs []windowDoc
+	// As mongod, which puts a $sort on partitionBy and sortBy before the
+	// window stage: the input is ordered by (partition, sort keys) with
+	// $sort's external sorter, spilling when allowDiskUse permits (else
+	// 292), and partitions are then processed one at a time. A partition
+	// itself is held in memory and must stay under the limit, with
+	// allowDiskUse too: 5414201 with mongod 7.0's message
+	// (document_source_set_window_fields.cpp).
+	limit := rc.opts.MemoryLimit
+	srt := &sorter{
+		cmp: func(a, b []any) int {
+			if c := bsonx.Compare(a[0], b[0]); c != 0 {
+				return c
+			}
+			if s.sort != nil {
+				return s.sort.CompareKeys(a[1:], b[1:])
+			}
+			return 0
+		},
+		limit:    limit,
+		disk:     rc.opts.AllowDiskUse,
+		dir:      rc.opts.TempDir,
+		memError: sortMemError,
+	}
+	if s.sort == nil && s.partition == nil {
+		// one partition, no sort: nothing to spill
+		srt.disk = false
+		srt.memError = func(int64) error { return windowMemError(limit+1, limit) }
+	}
+	var sorted Iterator
+	var pending bson.D // first document of the next partition
+	var pendingPart any
+	var buf []bson.D
+	started, done := false, false
+	readPart := func(ctx context.Context) error {
+		var part []windowDoc
 		var mem int64
-		for {
-			d, ok, err := in.Next(ctx)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				break
-			}
-			wd := windowDoc{doc: d, seq: len(docs)}
-			if s.partition != nil {
-				p, err := s.partition.Eval(rc.exprEnv(d))
-				if err != nil {
-					return nil, err
-				}
-				if bsonx.IsMissing(p) {
-					p = nil
-				}
-				wd.part = p
-			}
+		add := func(d bson.D, p any) error {
+			wd := windowDoc{doc: d, part: p, seq: len(part)}
 			if s.sort != nil {
 				wd.keys = s.sort.Keys(d)
 			}
-			docs = append(docs, wd)
+			part = append(part, wd)
 			mem += query.DocSize(d)
-			if mem > rc.opts.MemoryLimit && !rc.opts.AllowDiskUse {
-				return nil, mongoerr.New(5414201, "Exceeded max memory. Set 'allowDiskUse: true' to spill to disk")
+			if mem > limit {
+				return windowMemError(mem, limit)
 			}
+			return nil
 		}
-		sort.SliceStable(docs, func(i, j int) bool {
-			if c := bsonx.Compare(docs[i].part, docs[j].part); c != 0 {
-				return c < 0
+		if pending != nil {
+			if err := add(pending, pendingPart); err != nil {
+				return err
 			}
-			if s.sort != nil {
-				return s.sort.CompareKeys(docs[i].keys, docs[j].keys) < 0
-			}
-			return false
-		})
-		out := make([]bson.D, 0, len(docs))
-		for start := 0; start < len(docs); {
-			end := start + 1
-			for end < len(docs) && bsonx.Compare(docs[end].part, docs[start].part) == 0 {
-				end++
-			}
-			res, err := s.partitionOutputs(rc, docs[start:end])
+			pending = nil
+		}
+		for {
+			r, ok, err := sorted.Next(ctx)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			out = append(out, res...)
-			start = end
+			if !ok {
+				done = true
+				break
+			}
+			k, _ := bsonx.Get(r, "p")
+			dv, _ := bsonx.Get(r, "d")
+			d, _ := dv.(bson.D)
+			if len(part) > 0 && bsonx.Compare(k, part[0].part) != 0 {
+				pending, pendingPart = d, k
+				break
+			}
+			if err := add(d, k); err != nil {
+				return err
+			}
 		}
-		return out, nil
-	}), nil
+		if len(part) == 0 {
+			return nil
+		}
+		res, err := s.partitionOutputs(rc, part)
+		if err != nil {
+			return err
+		}
+		buf = res
+		return nil
+	}
+	return &funcIter{
+		next: func(ctx context.Context) (bson.D, bool, error) {
+			if !started {
+				started = true
+				for {
+					d, ok, err := in.Next(ctx)
+					if err != nil {
+						return nil, false, err
+					}
+					if !ok {
+						break
+					}
+					var p any
+					if s.partition != nil {
+						if p, err = s.partition.Eval(rc.exprEnv(d)); err != nil {
+							return nil, false, err
+						}
+						if bsonx.IsMissing(p) {
+							p = nil
+						}
+					}
+					key := []any{p}
+					if s.sort != nil {
+						key = append(key, s.sort.Keys(d)...)
+					}
+					if err := srt.add(key, bson.D{{Key: "p", Value: p}, {Key: "d", Value: d}}); err != nil {
+						return nil, false, err
+					}
+				}
+				in.Close()
+				var err error
+				if sorted, err = srt.finish(); err != nil {
+					return nil, false, err
+				}
+			}
+			for len(buf) == 0 {
+				if done && pending == nil {
+					return nil, false, nil
+				}
+				if err := readPart(ctx); err != nil {
+					return nil, false, err
+				}
+			}
+			d := buf[0]
+			buf[0] = nil
+			buf = buf[1:]
+			return d, true, nil
+		},
+		close: func() {
+			in.Close()
+			if sorted != nil {
+				sorted.Close()
+			}
+			srt.cleanup()
+		},
+	}, nil
+}
+
+func windowMemError(used, limit int64) error {
+	return mongoerr.New(5414201, "Exceeded memory limit in DocumentSourceSetWindowFields, used %d bytes but max allowed is %d", used, limit)
 }
 
 // windowRange returns the [lo, hi) document indexes of i's window.

@@ -10,11 +10,6 @@ import (
 	"github.com/mayflydb/mayfly/internal/mongoerr"
 )
 
-// rangeMemoryLimit bounds the array $range may build (mongod refuses
-// ranges over its 100 MB expression memory limit rather than exhausting
-// memory).
-const rangeMemoryLimit = 100 * 1024 * 1024
-
 func int32Arg(v any) (int64, bool) {
 	i, ok := intArg(v)
 	if !ok || i < math.MinInt32 || i > math.MaxInt32 {
@@ -69,6 +64,9 @@ func (m *iterExpr) Eval(env *Env) (any, error) {
 	inner, f := env.bind(m.as, nil)
 	out := make(bson.A, 0, len(arr))
 	for _, el := range arr {
+		if err := env.poll(1); err != nil {
+			return nil, err
+		}
 		f.val = el
 		v, err := m.body.Eval(inner)
 		if err != nil {
@@ -114,6 +112,9 @@ func (r *reduceExpr) Eval(env *Env) (any, error) {
 	e1, fv := env.bind("value", acc)
 	e2, ft := e1.bind("this", nil)
 	for _, el := range arr {
+		if err := env.poll(1); err != nil {
+			return nil, err
+		}
 		fv.val, ft.val = acc, el
 		if acc, err = r.in.Eval(e2); err != nil {
 			return nil, err
@@ -161,6 +162,9 @@ func (z *zipExpr) Eval(env *Env) (any, error) {
 	}
 	if len(arrays) == 0 {
 		n = 0
+	}
+	if err := env.poll(n * (1 + len(arrays))); err != nil {
+		return nil, err
 	}
 	out := make(bson.A, n)
 	for i := 0; i < n; i++ {
@@ -316,6 +320,13 @@ func arrayOrNull(v any) (bson.A, bool) {
 
 // setOf deduplicates values in first-seen order.
 func setOf(vals ...bson.A) bson.A {
+	total := 0
+	for _, a := range vals {
+		total += len(a)
+	}
+	if total > setLinearMax {
+		return setOfFast(total, vals...)
+	}
 	out := bson.A{}
 	for _, a := range vals {
 		for _, v := range a {
@@ -407,8 +418,8 @@ func init() {
 		}
 		return contains(a, v[0]), nil
 	}, "$in")
-	naryOp(0, -1, func(_ string, v []any) (any, error) {
-		out := bson.A{}
+	envNaryOp(0, -1, func(env *Env, _ string, v []any) (any, error) {
+		n := 0
 		for _, x := range v {
 			if IsNullish(x) {
 				return nil, nil
@@ -417,7 +428,19 @@ func init() {
 			if !ok {
 				return nil, mongoerr.New(28664, "$concatArrays only supports arrays, not %s", bsonx.TypeName(x))
 			}
-			out = append(out, a...)
+			n += len(a)
+		}
+		// mayfly's guard against runaway growth (a $reduce doubling an
+		// array): the result is held to the $range limit
+		// (internalQueryMaxRangeBytes), counted as $range counts, 16 bytes
+		// an element; mongod 8.0 fails such arrays the same way, with
+		// ExceededMemoryLimit "$concatArrays needs too much memory".
+		if limit := env.RT.RangeLimit(); int64(n)*16 >= limit {
+			return nil, mongoerr.New(mongoerr.ExceededMemoryLimit, "$concatArrays needs too much memory (%d bytes) and cannot spill to disk. Memory limit: %d bytes", int64(n)*16, limit)
+		}
+		out := make(bson.A, 0, n)
+		for _, x := range v {
+			out = append(out, x.(bson.A)...)
 		}
 		return out, nil
 	}, "$concatArrays")
@@ -464,7 +487,7 @@ func init() {
 		}
 		return append(bson.A{}, a[start:min(start+cnt, n)]...), nil
 	}, "$slice")
-	naryOp(2, 3, func(_ string, v []any) (any, error) {
+	envNaryOp(2, 3, func(env *Env, _ string, v []any) (any, error) {
 		if !bsonx.IsNumber(v[0]) {
 			return nil, mongoerr.New(34443, "$range requires a numeric starting value, found value of type: %s", bsonx.TypeName(v[0]))
 		}
@@ -491,10 +514,24 @@ func init() {
 				return nil, mongoerr.New(34449, "$range requires a non-zero step value")
 			}
 		}
-		if n := (end - start) / step; n > 0 && n*16 > rangeMemoryLimit {
-			return nil, mongoerr.New(mongoerr.ExceededMemoryLimit, "$range would use too much memory (%d bytes) and cannot spill to disk. Memory limit: %d bytes", n*16, rangeMemoryLimit)
+		// mongod (expression.cpp, ExpressionRange::evaluate): the array
+		// needs 1+steps elements of the start value's approximate size (16
+		// bytes for a number) and must stay under internalQueryMaxRangeBytes,
+		// else ExceededMemoryLimit (146).
+		n := int64(0)
+		if steps := (end - start) / step; (end-start)%step != 0 || steps > 0 {
+			if steps >= 0 {
+				n = steps
+				if (end-start)%step != 0 {
+					n++
+				}
+			}
 		}
-		out := bson.A{}
+		limit := env.RT.RangeLimit()
+		if need := 24 + n*16; need >= limit {
+			return nil, mongoerr.New(mongoerr.ExceededMemoryLimit, "$range would use too much memory (%d bytes) and cannot spill to disk. Memory limit: %d bytes", need, limit)
+		}
+		out := make(bson.A, 0, n)
 		for i := start; (step > 0 && i < end) || (step < 0 && i > end); i += step {
 			out = append(out, int32(i))
 		}
@@ -577,8 +614,9 @@ func init() {
 				continue
 			}
 			next := bson.A{}
+			in := newLookupSet(a)
 			for _, y := range cur {
-				if contains(a, y) {
+				if in.has(y) {
 					next = append(next, y)
 				}
 			}
@@ -602,8 +640,9 @@ func init() {
 			return nil, mongoerr.New(17049, "both operands of $setDifference must be arrays. Second argument is of type: %s", bsonx.TypeName(v[1]))
 		}
 		out := bson.A{}
+		inB := newLookupSet(b)
 		for _, x := range setOf(a) {
-			if !contains(b, x) {
+			if !inB.has(x) {
 				out = append(out, x)
 			}
 		}
@@ -626,12 +665,13 @@ func init() {
 				}
 				sets = append(sets, setOf(a))
 			}
+			first := newLookupSet(sets[0])
 			for _, o := range sets[1:] {
 				if len(o) != len(sets[0]) {
 					return false, nil
 				}
 				for _, x := range o {
-					if !contains(sets[0], x) {
+					if !first.has(x) {
 						return false, nil
 					}
 				}
@@ -648,8 +688,9 @@ func init() {
 		if !ok {
 			return nil, mongoerr.New(17042, "both operands of $setIsSubset must be arrays. Second argument is of type: %s", bsonx.TypeName(v[1]))
 		}
+		inB := newLookupSet(b)
 		for _, x := range a {
-			if !contains(b, x) {
+			if !inB.has(x) {
 				return false, nil
 			}
 		}

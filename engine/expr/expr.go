@@ -33,6 +33,9 @@ type Expr interface {
 type Env struct {
 	Root bson.D
 	Vars map[string]any
+	// RT is the running operation's runtime (interrupt check and limits);
+	// nil: none.
+	RT *Runtime
 
 	local *frame
 }
@@ -47,7 +50,7 @@ type frame struct {
 // may be updated in place by loops ($map/$filter) to avoid allocations.
 func (e *Env) bind(name string, v any) (*Env, *frame) {
 	f := &frame{name: name, val: v, next: e.local}
-	return &Env{Root: e.Root, Vars: e.Vars, local: f}, f
+	return &Env{Root: e.Root, Vars: e.Vars, RT: e.RT, local: f}, f
 }
 
 // lookup resolves a variable name (without "$$").
@@ -491,6 +494,7 @@ func compileList(name string, args any, s *scope, min, max int) ([]Expr, error) 
 type nary struct {
 	args []Expr
 	fn   func(vals []any) (any, error)
+	efn  func(env *Env, vals []any) (any, error) // used instead of fn when set
 }
 
 func (n *nary) Eval(env *Env) (any, error) {
@@ -503,7 +507,20 @@ func (n *nary) Eval(env *Env) (any, error) {
 		}
 		vals = append(vals, v)
 	}
-	return n.fn(vals)
+	if err := env.poll(valueWork(vals)); err != nil {
+		return nil, err
+	}
+	var out any
+	var err error
+	if n.efn != nil {
+		out, err = n.efn(env, vals)
+	} else {
+		out, err = n.fn(vals)
+	}
+	if err == nil {
+		err = checkResult(out)
+	}
+	return out, err
 }
 
 // naryOp registers a simple operator taking between min and max (-1 = any)
@@ -515,6 +532,18 @@ func naryOp(min, max int, fn func(name string, vals []any) (any, error), names .
 			return nil, err
 		}
 		return &nary{args: list, fn: func(vals []any) (any, error) { return fn(name, vals) }}, nil
+	}, names...)
+}
+
+// envNaryOp is naryOp for operators that need the evaluation's Env (its
+// runtime: interrupt checks and limits).
+func envNaryOp(min, max int, fn func(env *Env, name string, vals []any) (any, error), names ...string) {
+	register(func(name string, args any, s *scope) (Expr, error) {
+		list, err := compileList(name, args, s, min, max)
+		if err != nil {
+			return nil, err
+		}
+		return &nary{args: list, efn: func(env *Env, vals []any) (any, error) { return fn(env, name, vals) }}, nil
 	}, names...)
 }
 

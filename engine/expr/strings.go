@@ -363,6 +363,19 @@ func (r *replaceExpr) Eval(env *Env) (any, error) {
 		return nil, nil
 	}
 	in, f, rep := vals[0].(string), vals[1].(string), vals[2].(string)
+	if len(rep) > len(f) {
+		// refuse before building a result over 16 MB (16493)
+		n := 1
+		if r.name == "$replaceAll" {
+			n = strings.Count(in, f)
+		}
+		if int64(len(in))+int64(n)*int64(len(rep)-len(f)) > MaxStringBytes {
+			return nil, StringTooLong()
+		}
+	}
+	if err := env.poll(len(in) / 64); err != nil {
+		return nil, err
+	}
 	if r.name == "$replaceOne" {
 		return strings.Replace(in, f, rep, 1), nil
 	}
@@ -371,7 +384,7 @@ func (r *replaceExpr) Eval(env *Env) (any, error) {
 
 func init() {
 	naryOp(0, -1, func(_ string, v []any) (any, error) {
-		var b strings.Builder
+		n := 0
 		for _, x := range v {
 			if IsNullish(x) {
 				return nil, nil
@@ -380,7 +393,15 @@ func init() {
 			if !ok {
 				return nil, mongoerr.New(16702, "$concat only supports strings, not %s", bsonx.TypeName(x))
 			}
-			b.WriteString(s)
+			n += len(s)
+		}
+		if n > MaxStringBytes {
+			return nil, StringTooLong() // before building it
+		}
+		var b strings.Builder
+		b.Grow(n)
+		for _, x := range v {
+			b.WriteString(x.(string))
 		}
 		return b.String(), nil
 	}, "$concat")

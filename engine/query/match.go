@@ -35,6 +35,30 @@ func Compile(filter bson.D) (*Matcher, error) {
 	return &Matcher{root: root, hasExpr: p.hasExpr, filter: filter}, nil
 }
 
+// CompileWithRuntime is Compile for one operation: its $expr evaluations
+// get the operation's runtime (interrupt check and expression limits), so
+// maxTimeMS stops a runaway $expr. The Matcher belongs to that operation.
+func CompileWithRuntime(filter bson.D, rt *expr.Runtime) (*Matcher, error) {
+	p := &parser{rt: rt}
+	root, err := p.parseFilter(filter, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &Matcher{root: root, hasExpr: p.hasExpr, filter: filter}, nil
+}
+
+// MatchesPosErr is MatchesPos that also reports an $expr evaluation error.
+func (m *Matcher) MatchesPosErr(doc bson.D) (bool, int, error) {
+	ok, pos, err := m.root.match(doc)
+	if err != nil {
+		return false, -1, err
+	}
+	if !ok {
+		return false, -1, nil
+	}
+	return true, pos, nil
+}
+
 // Filter returns the filter the matcher was compiled from.
 func (m *Matcher) Filter() bson.D { return m.filter }
 
@@ -195,10 +219,13 @@ func (n notNode) match(doc bson.D) (bool, int, error) {
 
 func (n notNode) matchElem(v any) bool { return !n.n.matchElem(v) }
 
-type exprNode struct{ e expr.Expr }
+type exprNode struct {
+	e  expr.Expr
+	rt *expr.Runtime
+}
 
 func (n exprNode) match(doc bson.D) (bool, int, error) {
-	v, err := n.e.Eval(&expr.Env{Root: doc})
+	v, err := n.e.Eval(&expr.Env{Root: doc, RT: n.rt})
 	if err != nil {
 		return false, -1, err
 	}

@@ -20,6 +20,7 @@ import (
 
 type parser struct {
 	hasExpr bool
+	rt      *expr.Runtime // given to $expr evaluations (CompileWithRuntime)
 }
 
 func badValue(format string, args ...any) error {
@@ -106,7 +107,7 @@ func (p *parser) parseTopLevel(key string, v any, depth int) (node, error) {
 			return nil, err
 		}
 		p.hasExpr = true
-		return exprNode{e}, nil
+		return exprNode{e: e, rt: p.rt}, nil
 	case "$alwaysTrue", "$alwaysFalse":
 		if n, ok := bsonx.ToInt64(v); !ok || n != 1 {
 			return nil, badValue("%s must be an integer value of 1", key)

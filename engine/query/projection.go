@@ -21,6 +21,16 @@ type Projection struct {
 	root       *pnode
 	positional []string // path before ".$", nil when none
 	topFields  map[string]bool
+	rt         *expr.Runtime // for computed fields (WithRuntime)
+}
+
+// WithRuntime returns the projection for one operation: its computed
+// fields are evaluated with the operation's runtime (interrupt check and
+// expression limits), so maxTimeMS stops a runaway expression.
+func (p *Projection) WithRuntime(rt *expr.Runtime) *Projection {
+	c := *p
+	c.rt = rt
+	return &c
 }
 
 const (
@@ -418,7 +428,7 @@ func (p *Projection) include(src, root bson.D, n *pnode, top bool) (bson.D, erro
 	for _, f := range n.fields {
 		switch f.kind {
 		case pExpr:
-			v, err := f.expr.Eval(&expr.Env{Root: root})
+			v, err := f.expr.Eval(&expr.Env{Root: root, RT: p.rt})
 			if err != nil {
 				return nil, err
 			}

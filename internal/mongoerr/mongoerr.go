@@ -75,7 +75,7 @@ var names = map[int32]string{
 	59: "CommandNotFound", 66: "ImmutableField", 67: "CannotCreateIndex", 68: "IndexAlreadyExists",
 	72: "InvalidOptions", 73: "InvalidNamespace", 79: "UnknownReplWriteConcern", 85: "IndexOptionsConflict",
 	86: "IndexKeySpecsConflict", 91: "ShutdownInProgress", 96: "OperationFailed", 115: "CommandNotSupported",
-	125: "CommandFailed", 146: "ExceededMemoryLimit", 168: "InvalidPipelineOperator",
+	125: "CommandFailed", 146: "ExceededMemoryLimit", 168: "InvalidPipelineOperator", 10334: "BSONObjectTooLarge",
 	197: "InvalidIndexSpecificationOption", 227: "CannotImplicitlyCreateCollection", 238: "NotImplemented",
 	241: "ConversionFailure", 292: "QueryExceededMemoryLimitNoDiskUseAllowed", 314: "ObjectIsBusy",
 	323: "APIStrictError", 11000: "DuplicateKey", 11601: "Interrupted",
