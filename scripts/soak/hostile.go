@@ -45,9 +45,10 @@ func opMsgFrame(reqID int32, flags uint32, cmd bson.D) []byte {
 	return b
 }
 
-// hostile opens up to cfg.hostile connections of one kind, ramping up in
-// steps, holds them for a phase while sampling the server's RSS and
-// running a well-behaved client, then closes them.
+// hostile opens cfg.hostile connections of one kind, ramping up in steps
+// (stopping early if the server's RSS passes the budget), holds them for a
+// phase, and closes them; all along the server's RSS is sampled and a
+// well-behaved client must be served.
 func (s *soak) hostile(ctx context.Context, kind string) error {
 	if kind == noRead {
 		if err := s.seedBig(); err != nil {
@@ -84,7 +85,9 @@ func (s *soak) hostile(ctx context.Context, kind string) error {
 	}()
 	probe := s.startProbe()
 
-	phaseCtx, cancel := context.WithTimeout(ctx, s.cfg.phase)
+	// Ramp up to cfg.hostile connections (at most a minute), then hold
+	// them for a phase.
+	holdCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var conns []net.Conn
 	var mu sync.Mutex
@@ -93,9 +96,14 @@ func (s *soak) hostile(ctx context.Context, kind string) error {
 	if limit == 0 {
 		limit = 4 << 30 // no budget to check: still protect the machine
 	}
-	stopped := ""
-	const step = 25
-	for opened := 0; opened < s.cfg.hostile && phaseCtx.Err() == nil; {
+	const step = 50
+	rampEnd := time.Now().Add(time.Minute)
+	opened := 0
+	for opened < s.cfg.hostile && ctx.Err() == nil {
+		if time.Now().After(rampEnd) {
+			st.notes = append(st.notes, fmt.Sprintf("only %d of %d connections opened in a minute", opened, s.cfg.hostile))
+			break
+		}
 		for i := 0; i < step && opened < s.cfg.hostile; i++ {
 			c, err := net.DialTimeout("tcp", s.srv.addr, 2*time.Second)
 			if err != nil {
@@ -112,21 +120,22 @@ func (s *soak) hostile(ctx context.Context, kind string) error {
 				if kind == bigFrame {
 					stallBigFrame(c, int32(i), i%2 == 1)
 				} else {
-					neverRead(phaseCtx, c, int32(i))
+					neverRead(holdCtx, c, int32(i))
 				}
 			}(opened)
 		}
-		st.opened = max(st.opened, opened)
-		select {
-		case <-time.After(150 * time.Millisecond):
-		case <-phaseCtx.Done():
-		}
+		time.Sleep(100 * time.Millisecond)
 		if peak.Load() > limit {
-			stopped = fmt.Sprintf("stopped opening connections at %d: RSS %d MiB over %d MiB", opened, peak.Load()>>20, limit>>20)
+			st.notes = append(st.notes, fmt.Sprintf("stopped opening connections at %d: RSS %d MiB over %d MiB", opened, peak.Load()>>20, limit>>20))
 			break
 		}
 	}
-	<-phaseCtx.Done()
+	st.opened = max(st.opened, opened)
+	select {
+	case <-time.After(s.cfg.phase):
+	case <-ctx.Done():
+	}
+	cancel()
 	ok, failed, worst := probe.stop()
 	mu.Lock()
 	for _, c := range conns {
@@ -144,9 +153,6 @@ func (s *soak) hostile(ctx context.Context, kind string) error {
 	st.probeOK += ok
 	st.probeFailed += failed
 	st.probeWorst = max(st.probeWorst, worst)
-	if stopped != "" {
-		st.notes = append(st.notes, stopped)
-	}
 	s.logf("hostile %q: %d connections, RSS %d → %d MiB, probe %d ok %d failed (worst %v)",
 		kind, st.opened, baseRSS>>20, peak.Load()>>20, ok, failed, worst.Round(time.Millisecond))
 	return s.ensureUp("hostile phase " + kind)

@@ -33,6 +33,7 @@ type report struct {
 	restarts     int
 	crashes      []string
 	laterLoss    []string
+	idleRounds   []string
 	wcs          []*wcStats
 	hostiles     []*hostileStats
 	fuzzRuns     int
@@ -119,6 +120,9 @@ func (r *report) print(w io.Writer, cfg *config) (broken int) {
 		if s.acked == 0 && s.spec.class != noAck {
 			fail("%s: no write acknowledged, nothing measured", s.spec.name)
 		}
+	}
+	for _, l := range r.idleRounds {
+		fail("writers not served: %s", l)
 	}
 	for _, l := range r.laterLoss {
 		fail("documents that had survived a restart were gone after a later one: %s", l)

@@ -150,10 +150,12 @@ func (s *soak) writeRound(ctx context.Context, round int) error {
 	coll := fmt.Sprintf("r%d", round)
 	db := client.Database("soak")
 	var (
-		mu   sync.Mutex
-		acks = map[string][]ack{}
-		wg   sync.WaitGroup
-		stop = make(chan struct{})
+		mu       sync.Mutex
+		acks     = map[string][]ack{}
+		wg       sync.WaitGroup
+		nErr     int
+		firstErr error
+		stop     = make(chan struct{})
 	)
 	pad := strings.Repeat("p", 64+s.rng.IntN(512))
 	// Every other round has no journaled writers: their syncs flush the
@@ -193,6 +195,12 @@ func (s *soak) writeRound(ctx context.Context, round int) error {
 						if !s.srv.alive() {
 							return
 						}
+						mu.Lock()
+						if nErr++; firstErr == nil {
+							firstErr = err
+						}
+						mu.Unlock()
+						time.Sleep(10 * time.Millisecond)
 						continue
 					}
 					at := time.Now()
@@ -250,7 +258,10 @@ func (s *soak) writeRound(ctx context.Context, round int) error {
 		}
 	}
 	s.survivors[round] = int64(len(present))
-	s.logf("round %d: killed after %v; %d inserts acknowledged, %d present", round, d.Round(time.Millisecond), total, len(present))
+	s.logf("round %d: killed after %v; %d inserts acknowledged, %d present; %d failed, the kill included (first: %v)", round, d.Round(time.Millisecond), total, len(present), nErr, firstErr)
+	if total == 0 {
+		s.rep.idleRounds = append(s.rep.idleRounds, fmt.Sprintf("round %d: no insert acknowledged in %v; %d failed (first: %v)", round, d.Round(time.Millisecond), nErr, firstErr))
+	}
 	// Earlier rounds' survivors survive this kill too.
 	for r, n := range s.survivors {
 		if r == round {
