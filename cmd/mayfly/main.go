@@ -23,6 +23,7 @@ import (
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/server"
 	"github.com/mayflydb/mayfly/storage/pebblekv"
+	"github.com/mayflydb/mayfly/wire"
 )
 
 // Exit codes. mongod's are reused where it has one, so that supervisors
@@ -52,6 +53,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		logLevel   = fs.String("log-level", "info", "log level: debug|info|warn|error")
 		logFormat  = fs.String("log-format", "console", "log format: json|console")
 		reaperRate = fs.Int("reaper-rate", 0, "maximum TTL deletions per second (0 = unlimited)")
+		maxConns   = fs.Int("maxConns", wire.DefaultMaxConns, "maximum number of simultaneous connections (at most 80% of the open-file limit)")
 		version    = fs.Bool("version", false, "print the version and exit")
 	)
 	fs.StringVar(bind, "bind_ip", "127.0.0.1", "same as --bind (mongod's spelling)")
@@ -88,6 +90,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "mayfly (MongoDB %s compatible)\n", engine.Version)
 		return exitOK
 	}
+	maxConnsSet := false
+	fs.Visit(func(f *flag.Flag) { maxConnsSet = maxConnsSet || f.Name == "maxConns" })
+	if maxConnsSet && *maxConns < 5 {
+		// mongod refuses the same, as BadValue at startup.
+		fmt.Fprintf(stderr, "mayfly: maxConns has to be at least 5\n")
+		return exitBadOptions
+	}
 	log, err := newLogger(*logLevel, *logFormat, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "mayfly: %v\n", err)
@@ -99,12 +108,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *reaperRate != 0 {
 		parsed["ttl.reaperRate"] = int32(*reaperRate)
 	}
+	if maxConnsSet {
+		parsed["net.maxIncomingConnections"] = int32(*maxConns)
+	}
 	// Signals are caught before startup so that one arriving while the
 	// store opens still ends in a clean shutdown, not a kill.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	srv, err := server.Start(server.Config{
-		Bind: *bind, Port: *port, DBPath: *dbpath, Logger: log, ReaperRate: *reaperRate,
+		Bind: *bind, Port: *port, DBPath: *dbpath, Logger: log, ReaperRate: *reaperRate, MaxConns: *maxConns,
 		Argv: args, Parsed: parsed, ShutdownTimeout: shutdownTimeout,
 	})
 	if err != nil {

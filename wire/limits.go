@@ -1,0 +1,319 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mayflydb/mayfly/internal/mongoerr"
+)
+
+// Limits bound what connections can cost, so that no number of hostile
+// clients can take the server's memory: a declared length reserves
+// nothing until the bytes arrive, a frame that stops arriving and a reply
+// that is never read both time out, the number of connections is capped,
+// and the large request and reply buffers of all connections together
+// share one budget. The zero value means the defaults below.
+type Limits struct {
+	// MaxConns is --maxConns (net.maxIncomingConnections): connections
+	// beyond it are closed right after accept. 0 means mongod's default,
+	// 1000000. As in mongod, the effective value is at most 80% of the
+	// open-file limit.
+	MaxConns int
+	// FrameTimeout is how long a message that has started to arrive may
+	// go without another byte before the connection is closed (default
+	// 30 s; negative: never). An idle connection, between messages, never
+	// times out, as in mongod.
+	FrameTimeout time.Duration
+	// WriteTimeout is how long writing a reply may go without progress,
+	// because the client does not read, before the connection is closed
+	// (default 30 s; negative: never).
+	WriteTimeout time.Duration
+	// MemoryBudget is how many bytes of request and reply buffers larger
+	// than 64 KiB may be held by all connections together (default 256
+	// MiB, at least MaxMessageSize). A request that needs more waits.
+	MemoryBudget int64
+	// BudgetWait is how long a request waits for the budget (default
+	// 60 s): a frame still unread is then abandoned and its connection
+	// closed; a framed request is answered with ExceededMemoryLimit.
+	BudgetWait time.Duration
+}
+
+// Defaults of Limits.
+const (
+	DefaultMaxConns     = 1_000_000 // mongod's DEFAULT_MAX_CONN
+	DefaultFrameTimeout = 30 * time.Second
+	DefaultWriteTimeout = 30 * time.Second
+	DefaultMemoryBudget = 256 << 20
+	DefaultBudgetWait   = 60 * time.Second
+	// minMaxConns is mongod's lower bound for --maxConns.
+	minMaxConns = 5
+)
+
+const (
+	// unbudgeted is the buffer size every connection may use without
+	// asking the budget: requests and replies up to it (nearly all of
+	// them) never wait, and buffers up to it are kept between messages.
+	unbudgeted = 64 << 10
+	// writeChunk is how much of a reply is written per deadline, so that a
+	// slow reader that keeps reading is not cut off by a large reply.
+	writeChunk = 256 << 10
+)
+
+// serverLimits is the server's share of the limits.
+type serverLimits struct {
+	Limits
+	budget   *budget
+	rejected atomic.Int64
+}
+
+func (l *serverLimits) init(opts Limits, log *zap.Logger) {
+	l.Limits = opts
+	l.MaxConns = EffectiveMaxConns(opts.MaxConns)
+	if opts.MaxConns > l.MaxConns {
+		log.Info(" --maxConns too high", zap.Int("limit", l.MaxConns))
+	}
+	if l.FrameTimeout == 0 {
+		l.FrameTimeout = DefaultFrameTimeout
+	}
+	if l.WriteTimeout == 0 {
+		l.WriteTimeout = DefaultWriteTimeout
+	}
+	if l.MemoryBudget <= 0 {
+		l.MemoryBudget = DefaultMemoryBudget
+	}
+	l.MemoryBudget = max(l.MemoryBudget, MaxMessageSize)
+	if l.BudgetWait <= 0 {
+		l.BudgetWait = DefaultBudgetWait
+	}
+	l.budget = newBudget(l.MemoryBudget)
+}
+
+// EffectiveMaxConns is the connection limit a server given maxConns (0:
+// the default) enforces: as mongod, at most 80% of the open-file limit.
+func EffectiveMaxConns(maxConns int) int {
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns
+	}
+	if supported := supportedMaxConns(); supported > 0 && supported < maxConns {
+		return supported
+	}
+	return maxConns
+}
+
+// MaxConns is the effective connection limit: what serverStatus's
+// connections.available counts down from.
+func (s *Server) MaxConns() int { return s.lim.MaxConns }
+
+// BudgetInUse is how many bytes of the memory budget are held now.
+func (s *Server) BudgetInUse() int64 { return s.lim.budget.inUse() }
+
+// Rejected is how many connections were refused for exceeding MaxConns.
+func (s *Server) Rejected() int64 { return s.lim.rejected.Load() }
+
+// refuse closes a connection accepted beyond MaxConns, as mongod does
+// (log id 22942), without counting it as created.
+func (s *Server) refuse(nc net.Conn, count int) {
+	s.lim.rejected.Add(1)
+	s.log.Info("Connection refused because there are too many open connections",
+		zap.String("remote", nc.RemoteAddr().String()), zap.Int("connectionCount", count))
+	nc.Close()
+}
+
+// timedConn puts the frame and write deadlines on a connection: reads
+// inside a frame must make progress within the frame timeout, writes
+// within the write timeout. Only the connection's goroutine uses it.
+type timedConn struct {
+	net.Conn
+	readTimeout, writeTimeout time.Duration
+	inFrame, deadlineSet      bool
+}
+
+func (t *timedConn) Read(p []byte) (int, error) {
+	if t.inFrame && t.readTimeout > 0 {
+		t.Conn.SetReadDeadline(time.Now().Add(t.readTimeout))
+		t.deadlineSet = true
+	}
+	return t.Conn.Read(p)
+}
+
+func (t *timedConn) Write(p []byte) (int, error) {
+	if t.writeTimeout <= 0 {
+		return t.Conn.Write(p)
+	}
+	n := 0
+	for n < len(p) {
+		end := min(len(p), n+writeChunk)
+		t.Conn.SetWriteDeadline(time.Now().Add(t.writeTimeout))
+		m, err := t.Conn.Write(p[n:end])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// startFrame is called once the first byte of a message has arrived.
+func (t *timedConn) startFrame() { t.inFrame = true }
+
+// endFrame lifts the read deadline: an idle connection stays open.
+func (t *timedConn) endFrame() {
+	t.inFrame = false
+	if t.deadlineSet {
+		t.Conn.SetReadDeadline(time.Time{})
+		t.deadlineSet = false
+	}
+}
+
+// connLimits is a connection's share of the limits.
+type connLimits struct {
+	tc   *timedConn
+	held int64 // budget bytes held for the current request and its reply
+}
+
+func (c *conn) initLimits() {
+	l := &c.srv.lim
+	c.lim.tc = &timedConn{Conn: c.nc, readTimeout: l.FrameTimeout, writeTimeout: l.WriteTimeout}
+}
+
+// errNoBudget ends a frame that could not get its memory in time.
+type errNoBudget struct {
+	length int
+	wait   time.Duration
+}
+
+func (e *errNoBudget) Error() string {
+	return fmt.Sprintf("no memory budget for a message of %d bytes within %v", e.length, e.wait)
+}
+
+// readMessage reads the next message, holding budget for it if it is
+// large, with the frame deadline running from its first byte.
+func (c *conn) readMessage(ctx context.Context, buf []byte) (Header, []byte, error) {
+	c.lim.tc.startFrame()
+	defer c.lim.tc.endFrame()
+	return readMessage(c.br, buf, func(n int) error {
+		l := &c.srv.lim
+		wctx, cancel := context.WithTimeout(ctx, l.BudgetWait)
+		defer cancel()
+		if err := l.budget.acquire(wctx, int64(n)); err != nil {
+			return &errNoBudget{length: n, wait: l.BudgetWait}
+		}
+		c.lim.held += min(int64(n), l.MemoryBudget)
+		return nil
+	})
+}
+
+// admit lets a request run once the budget is not overdrawn by replies
+// still being written, so that clients that do not read their replies
+// cannot make the server build ever more of them.
+func (c *conn) admit(ctx context.Context) error {
+	l := &c.srv.lim
+	wctx, cancel := context.WithTimeout(ctx, l.BudgetWait)
+	defer cancel()
+	if err := l.budget.acquire(wctx, 0); err != nil {
+		return mongoerr.New(mongoerr.ExceededMemoryLimit, "the server's memory budget for requests in flight (%d bytes) stayed exhausted for %v", l.MemoryBudget, l.BudgetWait)
+	}
+	return nil
+}
+
+// chargeReply counts a large reply (and the copy framed around it) until
+// it has been written.
+func (c *conn) chargeReply(n int) {
+	if n <= unbudgeted {
+		return
+	}
+	c.srv.lim.budget.force(2 * int64(n))
+	c.lim.held += 2 * int64(n)
+}
+
+// afterRequest drops buffers that grew beyond what a connection keeps
+// between messages and returns the budget the request held.
+func (c *conn) afterRequest(in, out *[]byte) {
+	if cap(*in) > unbudgeted {
+		*in = make([]byte, 0, ioBufSize)
+	}
+	if cap(*out) > unbudgeted {
+		*out = make([]byte, 0, ioBufSize)
+	}
+	c.releaseBudget()
+}
+
+func (c *conn) releaseBudget() {
+	c.srv.lim.budget.release(c.lim.held)
+	c.lim.held = 0
+}
+
+// logIOFailure logs a failed read or write: timeouts are the limits at
+// work and are worth a warning; other failures are the client leaving.
+func logIOFailure(log *zap.Logger, what string, l *serverLimits, err error) {
+	var nb *errNoBudget
+	switch {
+	case errors.As(err, &nb):
+		log.Warn(nb.Error()+"; closing connection", zap.Int64("budget", l.MemoryBudget))
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		if what == "write" {
+			log.Warn("client did not read its reply; closing connection", zap.Duration("writeTimeout", l.WriteTimeout))
+		} else {
+			log.Warn("message not completed in time; closing connection", zap.Duration("frameTimeout", l.FrameTimeout))
+		}
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+	default:
+		log.Debug(what+" failed", zap.Error(err))
+	}
+}
+
+// readMessage is ReadMessage with the buffer grown as the bytes arrive,
+// never ahead of them, so that a declared length costs nothing until it
+// is sent. reserve, if set, is called with the declared length before the
+// buffer first grows beyond the unbudgeted size; its error ends the read.
+func readMessage(r io.Reader, buf []byte, reserve func(n int) error) (Header, []byte, error) {
+	if cap(buf) < HeaderLen {
+		buf = make([]byte, 0, 4096)
+	}
+	buf = buf[:HeaderLen]
+	if _, err := io.ReadFull(r, buf); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return Header{}, buf, ErrTruncated
+		}
+		return Header{}, buf, err
+	}
+	h := parseHeader(buf)
+	if h.Length < HeaderLen || h.Length > MaxMessageSize {
+		return h, buf, &FrameError{Header: h, HeaderRead: true, Err: mongoerr.New(mongoerr.ProtocolError,
+			"recv(): message msgLen %d is invalid. Min %d Max: %d", h.Length, HeaderLen, MaxMessageSize)}
+	}
+	n := int(h.Length)
+	have := HeaderLen
+	reserved := reserve == nil
+	for have < n {
+		if have == cap(buf) {
+			want := min(n, max(2*cap(buf), 4096))
+			if want > unbudgeted && !reserved {
+				if err := reserve(n); err != nil {
+					return h, buf[:have], err
+				}
+				reserved = true
+			}
+			nb := make([]byte, have, want)
+			copy(nb, buf[:have])
+			buf = nb
+		}
+		m, err := r.Read(buf[have:min(cap(buf), n)])
+		have += m
+		if err != nil && have < n {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return h, buf[:have], ErrTruncated
+			}
+			return h, buf[:have], err
+		}
+	}
+	return h, buf[:n], nil
+}
