@@ -3,6 +3,7 @@ package wire
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // budget is a weighted semaphore over bytes: the request and reply bytes
@@ -13,65 +14,84 @@ import (
 // makes the next requests wait until replies have drained. Requests that
 // wait for budget stop reading from their sockets, which pushes back on
 // the clients through TCP flow control.
+//
+// A frame's buffer is charged as it grows, so a waiter may already hold
+// bytes. When everything in use is held by waiters, none could ever
+// release it: the first waiter is then granted over the budget, so that
+// waits always end.
 type budget struct {
-	mu      sync.Mutex
-	size    int64
-	used    int64
-	waiters []*budgetWaiter
+	mu          sync.Mutex
+	size        int64
+	used        int64
+	waitersHeld int64 // bytes held by the connections now waiting
+	waiters     []*budgetWaiter
+	// onPressure is called now and then while requests wait, to free
+	// what stalled connections hold.
+	onPressure func()
 }
 
 type budgetWaiter struct {
-	n     int64
-	ready chan struct{} // closed once the bytes have been granted
+	n, holding int64
+	ready      chan struct{} // closed once the bytes have been granted
 }
+
+// pressureEvery is how often a waiter calls onPressure.
+const pressureEvery = 200 * time.Millisecond
 
 func newBudget(size int64) *budget { return &budget{size: size} }
 
-// fits reports whether n more bytes fit; n is at most size, so a request
-// as large as the whole budget is granted once nothing else is held.
-// Zero-byte acquisitions wait only while the budget is overdrawn.
+// fits reports whether n more bytes fit. Zero-byte acquisitions wait only
+// while the budget is overdrawn.
 func (b *budget) fits(n int64) bool {
 	return b.used+n <= b.size
 }
 
 // acquire waits until n bytes are available (n is clamped to the budget's
-// size) or ctx ends.
-func (b *budget) acquire(ctx context.Context, n int64) error {
+// size) or ctx ends. holding is what the caller already holds.
+func (b *budget) acquire(ctx context.Context, n, holding int64) error {
 	n = min(n, b.size)
 	b.mu.Lock()
-	// A zero-byte acquisition (a request that holds no budget of its
-	// own) does not queue behind a large waiter: it only waits out an
-	// overdraft.
+	// A zero-byte acquisition (a request that needs no more budget) does
+	// not queue behind a large waiter: it only waits out an overdraft.
 	if (n == 0 || len(b.waiters) == 0) && b.fits(n) {
 		b.used += n
 		b.mu.Unlock()
 		return nil
 	}
-	w := &budgetWaiter{n: n, ready: make(chan struct{})}
+	w := &budgetWaiter{n: n, holding: holding, ready: make(chan struct{})}
 	b.waiters = append(b.waiters, w)
+	b.waitersHeld += holding
+	b.grant() // this waiter may be what makes the others stuck
 	b.mu.Unlock()
-	select {
-	case <-w.ready:
-		return nil
-	case <-ctx.Done():
-		b.mu.Lock()
+	tick := time.NewTicker(pressureEvery)
+	defer tick.Stop()
+	for {
 		select {
 		case <-w.ready:
-			// Granted while giving up: hand the bytes back.
-			b.used -= n
-			b.grant()
-		default:
-			for i, x := range b.waiters {
-				if x == w {
-					b.waiters = append(b.waiters[:i], b.waiters[i+1:]...)
-					break
-				}
+			return nil
+		case <-tick.C:
+			if b.onPressure != nil {
+				b.onPressure()
 			}
-			// The head may have been blocking others that now fit.
+		case <-ctx.Done():
+			b.mu.Lock()
+			select {
+			case <-w.ready:
+				// Granted while giving up: hand the bytes back.
+				b.used -= n
+			default:
+				for i, x := range b.waiters {
+					if x == w {
+						b.waiters = append(b.waiters[:i], b.waiters[i+1:]...)
+						break
+					}
+				}
+				b.waitersHeld -= holding
+			}
 			b.grant()
+			b.mu.Unlock()
+			return ctx.Err()
 		}
-		b.mu.Unlock()
-		return ctx.Err()
 	}
 }
 
@@ -98,13 +118,15 @@ func (b *budget) release(n int64) {
 func (b *budget) grant() {
 	for len(b.waiters) > 0 {
 		w := b.waiters[0]
-		if !b.fits(w.n) {
+		// Everything in use is held by waiters: nothing will be released
+		// until one of them goes on, so the first one does.
+		stuck := b.used <= b.waitersHeld
+		if !b.fits(w.n) && !stuck {
 			break
 		}
-		b.used += w.n
+		b.wake(w)
 		b.waiters[0] = nil
 		b.waiters = b.waiters[1:]
-		close(w.ready)
 	}
 	if len(b.waiters) == 0 || !b.fits(0) {
 		return
@@ -112,7 +134,7 @@ func (b *budget) grant() {
 	kept := b.waiters[:0]
 	for _, w := range b.waiters {
 		if w.n == 0 {
-			close(w.ready)
+			b.wake(w)
 		} else {
 			kept = append(kept, w)
 		}
@@ -121,6 +143,12 @@ func (b *budget) grant() {
 		b.waiters[i] = nil
 	}
 	b.waiters = kept
+}
+
+func (b *budget) wake(w *budgetWaiter) {
+	b.used += w.n
+	b.waitersHeld -= w.holding
+	close(w.ready)
 }
 
 // inUse is the number of bytes currently counted.

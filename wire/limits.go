@@ -65,6 +65,9 @@ const (
 	// writeChunk is how much of a reply is written per deadline, so that a
 	// slow reader that keeps reading is not cut off by a large reply.
 	writeChunk = 256 << 10
+	// replyReserve is held by every request while it runs: with the
+	// default budget, at most 256 replies are being built at once.
+	replyReserve = 1 << 20
 )
 
 // serverLimits is the server's share of the limits.
@@ -72,6 +75,15 @@ type serverLimits struct {
 	Limits
 	budget   *budget
 	rejected atomic.Int64
+	shedAt   atomic.Int64 // when stalled connections were last looked for (unix ns)
+	// shedAfter is how long a connection holding budget may be stuck in a
+	// read or a write before, while others wait for budget, it is closed.
+	shedAfter time.Duration
+}
+
+func (s *Server) initLimits(opts Limits) {
+	s.lim.init(opts, s.log)
+	s.lim.budget.onPressure = s.shed
 }
 
 func (l *serverLimits) init(opts Limits, log *zap.Logger) {
@@ -94,6 +106,12 @@ func (l *serverLimits) init(opts Limits, log *zap.Logger) {
 		l.BudgetWait = DefaultBudgetWait
 	}
 	l.budget = newBudget(l.MemoryBudget)
+	l.shedAfter = time.Second
+	for _, d := range []time.Duration{l.FrameTimeout, l.WriteTimeout} {
+		if d > 0 {
+			l.shedAfter = min(l.shedAfter, d/2)
+		}
+	}
 }
 
 // EffectiveMaxConns is the connection limit a server given maxConns (0:
@@ -134,24 +152,36 @@ type timedConn struct {
 	net.Conn
 	readTimeout, writeTimeout time.Duration
 	inFrame, deadlineSet      bool
+	// blockedSince is when the read inside a frame or the write now under
+	// way started (unix ns), 0 when none is: how stuck the connection is.
+	blockedSince atomic.Int64
 }
 
 func (t *timedConn) Read(p []byte) (int, error) {
-	if t.inFrame && t.readTimeout > 0 {
-		t.Conn.SetReadDeadline(time.Now().Add(t.readTimeout))
+	if !t.inFrame {
+		return t.Conn.Read(p)
+	}
+	now := time.Now()
+	if t.readTimeout > 0 {
+		t.Conn.SetReadDeadline(now.Add(t.readTimeout))
 		t.deadlineSet = true
 	}
-	return t.Conn.Read(p)
+	t.blockedSince.Store(now.UnixNano())
+	n, err := t.Conn.Read(p)
+	t.blockedSince.Store(0)
+	return n, err
 }
 
 func (t *timedConn) Write(p []byte) (int, error) {
-	if t.writeTimeout <= 0 {
-		return t.Conn.Write(p)
-	}
+	defer t.blockedSince.Store(0)
 	n := 0
 	for n < len(p) {
 		end := min(len(p), n+writeChunk)
-		t.Conn.SetWriteDeadline(time.Now().Add(t.writeTimeout))
+		now := time.Now()
+		if t.writeTimeout > 0 {
+			t.Conn.SetWriteDeadline(now.Add(t.writeTimeout))
+		}
+		t.blockedSince.Store(now.UnixNano())
 		m, err := t.Conn.Write(p[n:end])
 		n += m
 		if err != nil {
@@ -176,7 +206,9 @@ func (t *timedConn) endFrame() {
 // connLimits is a connection's share of the limits.
 type connLimits struct {
 	tc   *timedConn
-	held int64 // budget bytes held for the current request and its reply
+	held atomic.Int64 // budget bytes held for the current request and its reply
+	// reserved: held includes admit's replyReserve.
+	reserved bool
 }
 
 func (c *conn) initLimits() {
@@ -194,44 +226,86 @@ func (e *errNoBudget) Error() string {
 	return fmt.Sprintf("no memory budget for a message of %d bytes within %v", e.length, e.wait)
 }
 
-// readMessage reads the next message, holding budget for it if it is
-// large, with the frame deadline running from its first byte.
+// readMessage reads the next message, charging the budget as its buffer
+// grows beyond the unbudgeted size, with the frame deadline running from
+// its first byte.
 func (c *conn) readMessage(ctx context.Context, buf []byte) (Header, []byte, error) {
 	c.lim.tc.startFrame()
 	defer c.lim.tc.endFrame()
-	return readMessage(c.br, buf, func(n int) error {
+	return readMessage(c.br, buf, func(length, oldCap, newCap int) error {
+		n := int64(max(0, newCap-unbudgeted) - max(0, oldCap-unbudgeted))
+		if n <= 0 {
+			return nil
+		}
 		l := &c.srv.lim
 		wctx, cancel := context.WithTimeout(ctx, l.BudgetWait)
 		defer cancel()
-		if err := l.budget.acquire(wctx, int64(n)); err != nil {
-			return &errNoBudget{length: n, wait: l.BudgetWait}
+		if err := l.budget.acquire(wctx, n, c.lim.held.Load()); err != nil {
+			return &errNoBudget{length: length, wait: l.BudgetWait}
 		}
-		c.lim.held += min(int64(n), l.MemoryBudget)
+		c.lim.held.Add(min(n, l.MemoryBudget))
 		return nil
 	})
 }
 
-// admit lets a request run once the budget is not overdrawn by replies
-// still being written, so that clients that do not read their replies
-// cannot make the server build ever more of them.
+// shed closes the connections that hold budget while stuck in a read
+// inside a frame or in a reply write, so that while others wait for the
+// budget, clients that stopped sending or reading give it back at once
+// rather than at their timeouts. It runs at most once per pressureEvery.
+func (s *Server) shed() {
+	l := &s.lim
+	now := time.Now()
+	last := l.shedAt.Load()
+	if now.UnixNano()-last < int64(pressureEvery) || !l.shedAt.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		since := c.lim.tc.blockedSince.Load()
+		if held := c.lim.held.Load(); held > 0 && since != 0 && now.Sub(time.Unix(0, since)) >= l.shedAfter {
+			s.log.Warn("memory budget exhausted: closing a connection stalled while holding budget",
+				zap.Int64("connectionId", c.id), zap.String("remote", c.info.RemoteAddr), zap.Int64("bytes", held),
+				zap.Duration("stalledFor", now.Sub(time.Unix(0, since))))
+			c.nc.Close()
+		}
+	}
+}
+
+// admit lets a request run once its reply can be expected to fit: it
+// holds replyReserve bytes of the budget while the handler runs, so that
+// clients that do not read their replies cannot make the server build
+// ever more of them, and the replies being built at once are bounded.
 func (c *conn) admit(ctx context.Context) error {
 	l := &c.srv.lim
 	wctx, cancel := context.WithTimeout(ctx, l.BudgetWait)
 	defer cancel()
-	if err := l.budget.acquire(wctx, 0); err != nil {
+	if err := l.budget.acquire(wctx, replyReserve, c.lim.held.Load()); err != nil {
 		return mongoerr.New(mongoerr.ExceededMemoryLimit, "the server's memory budget for requests in flight (%d bytes) stayed exhausted for %v", l.MemoryBudget, l.BudgetWait)
 	}
+	c.lim.held.Add(replyReserve)
+	c.lim.reserved = true
 	return nil
 }
 
-// chargeReply counts a large reply (and the copy framed around it) until
-// it has been written.
+// chargeReply trades the reserve admit took for what the reply (and the
+// copy framed around it) costs until it has been written.
 func (c *conn) chargeReply(n int) {
-	if n <= unbudgeted {
-		return
+	var charge int64
+	if n > unbudgeted {
+		charge = 2 * int64(n)
 	}
-	c.srv.lim.budget.force(2 * int64(n))
-	c.lim.held += 2 * int64(n)
+	if c.lim.reserved {
+		charge -= replyReserve
+		c.lim.reserved = false
+	}
+	switch {
+	case charge > 0:
+		c.srv.lim.budget.force(charge)
+	case charge < 0:
+		c.srv.lim.budget.release(-charge)
+	}
+	c.lim.held.Add(charge)
 }
 
 // afterRequest drops buffers that grew beyond what a connection keeps
@@ -247,8 +321,8 @@ func (c *conn) afterRequest(in, out *[]byte) {
 }
 
 func (c *conn) releaseBudget() {
-	c.srv.lim.budget.release(c.lim.held)
-	c.lim.held = 0
+	c.srv.lim.budget.release(c.lim.held.Swap(0))
+	c.lim.reserved = false
 }
 
 // logIOFailure logs a failed read or write: timeouts are the limits at
@@ -272,9 +346,9 @@ func logIOFailure(log *zap.Logger, what string, l *serverLimits, err error) {
 
 // readMessage is ReadMessage with the buffer grown as the bytes arrive,
 // never ahead of them, so that a declared length costs nothing until it
-// is sent. reserve, if set, is called with the declared length before the
-// buffer first grows beyond the unbudgeted size; its error ends the read.
-func readMessage(r io.Reader, buf []byte, reserve func(n int) error) (Header, []byte, error) {
+// is sent. grow, if set, is called with the declared length, the old and
+// the new capacity before the buffer grows; its error ends the read.
+func readMessage(r io.Reader, buf []byte, grow func(length, oldCap, newCap int) error) (Header, []byte, error) {
 	if cap(buf) < HeaderLen {
 		buf = make([]byte, 0, 4096)
 	}
@@ -292,15 +366,13 @@ func readMessage(r io.Reader, buf []byte, reserve func(n int) error) (Header, []
 	}
 	n := int(h.Length)
 	have := HeaderLen
-	reserved := reserve == nil
 	for have < n {
 		if have == cap(buf) {
 			want := min(n, max(2*cap(buf), 4096))
-			if want > unbudgeted && !reserved {
-				if err := reserve(n); err != nil {
+			if grow != nil {
+				if err := grow(n, cap(buf), want); err != nil {
 					return h, buf[:have], err
 				}
-				reserved = true
 			}
 			nb := make([]byte, have, want)
 			copy(nb, buf[:have])

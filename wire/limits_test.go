@@ -250,41 +250,31 @@ func TestIssue21HalfSentFrameTimeout(t *testing.T) {
 	}
 }
 
-// Large frames share the budget: one that does not fit waits (without
-// reading, which pushes back on its client) until another's bytes are
-// released, and then is served.
+// Large frames share the budget, charged as their buffers grow: one that
+// does not fit waits (without reading, which pushes back on its client),
+// and a connection that holds budget while its frame has stopped arriving
+// is closed to make room, without waiting for its frame timeout.
 func TestIssue21BudgetBackPressure(t *testing.T) {
-	s, addr, _ := startLimited(t, &echoHandler{}, Limits{MemoryBudget: MaxMessageSize, FrameTimeout: 10 * time.Second})
-	const bigLen = 40 << 20
+	s, addr, logs := startLimited(t, &echoHandler{}, Limits{MemoryBudget: MaxMessageSize, FrameTimeout: 20 * time.Second})
 	a := dial(t, addr)
-	if _, err := a.Write(frameStart(bigLen, 1, 128<<10)); err != nil {
+	if _, err := a.Write(frameStart(40<<20, 1, 30<<20)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return s.BudgetInUse() == bigLen })
+	waitFor(t, func() bool { return s.BudgetInUse() == 32<<20-unbudgeted })
 
 	b := dial(t, addr)
-	bmsg := driverOpMsg(t, 2, 0, bson.D{{Key: "blob", Value: bson.Binary{Data: make([]byte, 10<<20)}}, {Key: "$db", Value: "admin"}})
+	bmsg := driverOpMsg(t, 2, 0, bson.D{{Key: "blob", Value: bson.Binary{Data: make([]byte, 15<<20)}}, {Key: "$db", Value: "admin"}})
 	bdone := make(chan error, 1)
 	go func() {
 		_, err := b.Write(bmsg)
 		bdone <- err
 	}()
 	waitFor(t, func() bool { return s.lim.budget.waiting() == 1 })
-	if s.BudgetInUse() != bigLen {
-		t.Fatalf("budget in use %d while the second frame waits", s.BudgetInUse())
-	}
 	// Small requests are not held up.
 	assertServing(t, addr)
 
-	// The first frame completes (its document is too large: an error
-	// reply), which releases its budget to the second.
-	if _, err := a.Write(make([]byte, bigLen-16-128<<10)); err != nil {
-		t.Fatal(err)
-	}
-	a.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if h, _ := readReply(t, a); h.ResponseTo != 1 {
-		t.Fatalf("reply to %d", h.ResponseTo)
-	}
+	// The stalled frame is given up for the waiting one.
+	expectClosed(t, a)
 	if err := <-bdone; err != nil {
 		t.Fatal(err)
 	}
@@ -292,32 +282,35 @@ func TestIssue21BudgetBackPressure(t *testing.T) {
 	if h, reply := readReply(t, b); h.ResponseTo != 2 || reply.Lookup("ok").Double() != 1 {
 		t.Fatalf("reply to %d: ok %v", h.ResponseTo, reply.Lookup("ok"))
 	}
+	if n := logs.FilterMessage("memory budget exhausted: closing a connection stalled while holding budget").Len(); n != 1 {
+		t.Errorf("%d connections shed, want 1", n)
+	}
 	waitFor(t, func() bool { return s.BudgetInUse() == 0 })
 }
 
 func TestIssue21BudgetOrderAndOverdraft(t *testing.T) {
 	b := newBudget(100)
 	ctx := context.Background()
-	if err := b.acquire(ctx, 60); err != nil {
+	if err := b.acquire(ctx, 60, 0); err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan int64, 4)
-	go func() { b.acquire(ctx, 50); got <- 50 }()
+	go func() { b.acquire(ctx, 50, 0); got <- 50 }()
 	for b.waiting() != 1 {
 		time.Sleep(time.Millisecond)
 	}
 	// A zero-byte request does not queue behind the large waiter.
-	if err := b.acquire(ctx, 0); err != nil {
+	if err := b.acquire(ctx, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	b.force(50) // a reply: 110 of 100 in use
-	go func() { b.acquire(ctx, 0); got <- 0 }()
+	go func() { b.acquire(ctx, 0, 0); got <- 0 }()
 	for b.waiting() != 2 {
 		time.Sleep(time.Millisecond)
 	}
 	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
-	if err := b.acquire(short, 10); err == nil {
+	if err := b.acquire(short, 10, 0); err == nil {
 		t.Fatal("acquire over budget did not time out")
 	}
 	if b.waiting() != 2 {
@@ -332,7 +325,30 @@ func TestIssue21BudgetOrderAndOverdraft(t *testing.T) {
 	}
 	// A request larger than the whole budget is clamped, not refused.
 	b.release(100)
-	if err := b.acquire(ctx, 1000); err != nil || b.inUse() != 100 {
+	if err := b.acquire(ctx, 1000, 0); err != nil || b.inUse() != 100 {
 		t.Fatalf("acquire(1000): %v, in use %d", err, b.inUse())
+	}
+
+	// Two frames growing at once, each holding part of the budget: when
+	// all that is in use is held by waiters, the first goes on over the
+	// budget instead of both waiting forever.
+	b = newBudget(100)
+	b.acquire(ctx, 60, 0) // x
+	b.acquire(ctx, 30, 0) // y
+	xDone := make(chan struct{})
+	go func() { b.acquire(ctx, 40, 60); close(xDone) }()
+	for b.waiting() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	yDone := make(chan struct{})
+	go func() { b.acquire(ctx, 40, 30); close(yDone) }()
+	<-xDone
+	if u := b.inUse(); u != 130 {
+		t.Fatalf("in use %d after the deadlock was broken, want 130", u)
+	}
+	b.release(100) // x is done
+	<-yDone
+	if u := b.inUse(); u != 70 {
+		t.Fatalf("in use %d, want 70", u)
 	}
 }

@@ -77,7 +77,7 @@ func NewServer(h Handler, opts Options) *Server {
 		handler: h, log: log, baseCtx: ctx, cancelBase: cancel,
 		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
 	}
-	s.lim.init(opts.Limits, log)
+	s.initLimits(opts.Limits)
 	return s
 }
 
