@@ -32,6 +32,7 @@ type budget struct {
 
 type budgetWaiter struct {
 	n, holding int64
+	low        bool          // served only when no other waiter is waiting
 	ready      chan struct{} // closed once the bytes have been granted
 }
 
@@ -47,18 +48,19 @@ func (b *budget) fits(n int64) bool {
 }
 
 // acquire waits until n bytes are available (n is clamped to the budget's
-// size) or ctx ends. holding is what the caller already holds.
-func (b *budget) acquire(ctx context.Context, n, holding int64) error {
+// size) or ctx ends. holding is what the caller already holds. A low
+// acquisition is served after every other waiter.
+func (b *budget) acquire(ctx context.Context, n, holding int64, low bool) error {
 	n = min(n, b.size)
 	b.mu.Lock()
 	// A zero-byte acquisition (a request that needs no more budget) does
 	// not queue behind a large waiter: it only waits out an overdraft.
-	if (n == 0 || len(b.waiters) == 0) && b.fits(n) {
+	if (n == 0 || len(b.waiters) == 0 || !low && b.head() < 0) && b.fits(n) {
 		b.used += n
 		b.mu.Unlock()
 		return nil
 	}
-	w := &budgetWaiter{n: n, holding: holding, ready: make(chan struct{})}
+	w := &budgetWaiter{n: n, holding: holding, low: low, ready: make(chan struct{})}
 	b.waiters = append(b.waiters, w)
 	b.waitersHeld += holding
 	b.grant() // this waiter may be what makes the others stuck
@@ -117,7 +119,11 @@ func (b *budget) release(n int64) {
 // waiter once the budget is no longer overdrawn; b.mu is held.
 func (b *budget) grant() {
 	for len(b.waiters) > 0 {
-		w := b.waiters[0]
+		i := b.head()
+		if i < 0 {
+			i = 0 // only low waiters: the first of them
+		}
+		w := b.waiters[i]
 		// Everything in use is held by waiters: nothing will be released
 		// until one of them goes on, so the first one does.
 		stuck := b.used <= b.waitersHeld
@@ -125,8 +131,7 @@ func (b *budget) grant() {
 			break
 		}
 		b.wake(w)
-		b.waiters[0] = nil
-		b.waiters = b.waiters[1:]
+		b.waiters = append(b.waiters[:i], b.waiters[i+1:]...)
 	}
 	if len(b.waiters) == 0 || !b.fits(0) {
 		return
@@ -143,6 +148,16 @@ func (b *budget) grant() {
 		b.waiters[i] = nil
 	}
 	b.waiters = kept
+}
+
+// head is the index of the first waiter that is not low, or -1.
+func (b *budget) head() int {
+	for i, w := range b.waiters {
+		if !w.low {
+			return i
+		}
+	}
+	return -1
 }
 
 func (b *budget) wake(w *budgetWaiter) {

@@ -240,7 +240,7 @@ func (c *conn) readMessage(ctx context.Context, buf []byte) (Header, []byte, err
 		l := &c.srv.lim
 		wctx, cancel := context.WithTimeout(ctx, l.BudgetWait)
 		defer cancel()
-		if err := l.budget.acquire(wctx, n, c.lim.held.Load()); err != nil {
+		if err := l.budget.acquire(wctx, n, c.lim.held.Load(), false); err != nil {
 			return &errNoBudget{length: length, wait: l.BudgetWait}
 		}
 		c.lim.held.Add(min(n, l.MemoryBudget))
@@ -280,7 +280,11 @@ func (c *conn) admit(ctx context.Context) error {
 	l := &c.srv.lim
 	wctx, cancel := context.WithTimeout(ctx, l.BudgetWait)
 	defer cancel()
-	if err := l.budget.acquire(wctx, replyReserve, c.lim.held.Load()); err != nil {
+	// A client that has sent its next request before reading this reply
+	// (drivers never do, but a client that does not read its replies
+	// does) waits behind the others.
+	pipelined := c.br.Buffered() > 0
+	if err := l.budget.acquire(wctx, replyReserve, c.lim.held.Load(), pipelined); err != nil {
 		return mongoerr.New(mongoerr.ExceededMemoryLimit, "the server's memory budget for requests in flight (%d bytes) stayed exhausted for %v", l.MemoryBudget, l.BudgetWait)
 	}
 	c.lim.held.Add(replyReserve)

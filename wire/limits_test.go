@@ -291,26 +291,26 @@ func TestIssue21BudgetBackPressure(t *testing.T) {
 func TestIssue21BudgetOrderAndOverdraft(t *testing.T) {
 	b := newBudget(100)
 	ctx := context.Background()
-	if err := b.acquire(ctx, 60, 0); err != nil {
+	if err := b.acquire(ctx, 60, 0, false); err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan int64, 4)
-	go func() { b.acquire(ctx, 50, 0); got <- 50 }()
+	go func() { b.acquire(ctx, 50, 0, false); got <- 50 }()
 	for b.waiting() != 1 {
 		time.Sleep(time.Millisecond)
 	}
 	// A zero-byte request does not queue behind the large waiter.
-	if err := b.acquire(ctx, 0, 0); err != nil {
+	if err := b.acquire(ctx, 0, 0, false); err != nil {
 		t.Fatal(err)
 	}
 	b.force(50) // a reply: 110 of 100 in use
-	go func() { b.acquire(ctx, 0, 0); got <- 0 }()
+	go func() { b.acquire(ctx, 0, 0, false); got <- 0 }()
 	for b.waiting() != 2 {
 		time.Sleep(time.Millisecond)
 	}
 	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
-	if err := b.acquire(short, 10, 0); err == nil {
+	if err := b.acquire(short, 10, 0, false); err == nil {
 		t.Fatal("acquire over budget did not time out")
 	}
 	if b.waiting() != 2 {
@@ -325,7 +325,7 @@ func TestIssue21BudgetOrderAndOverdraft(t *testing.T) {
 	}
 	// A request larger than the whole budget is clamped, not refused.
 	b.release(100)
-	if err := b.acquire(ctx, 1000, 0); err != nil || b.inUse() != 100 {
+	if err := b.acquire(ctx, 1000, 0, false); err != nil || b.inUse() != 100 {
 		t.Fatalf("acquire(1000): %v, in use %d", err, b.inUse())
 	}
 
@@ -333,15 +333,15 @@ func TestIssue21BudgetOrderAndOverdraft(t *testing.T) {
 	// all that is in use is held by waiters, the first goes on over the
 	// budget instead of both waiting forever.
 	b = newBudget(100)
-	b.acquire(ctx, 60, 0) // x
-	b.acquire(ctx, 30, 0) // y
+	b.acquire(ctx, 60, 0, false) // x
+	b.acquire(ctx, 30, 0, false) // y
 	xDone := make(chan struct{})
-	go func() { b.acquire(ctx, 40, 60); close(xDone) }()
+	go func() { b.acquire(ctx, 40, 60, false); close(xDone) }()
 	for b.waiting() != 1 {
 		time.Sleep(time.Millisecond)
 	}
 	yDone := make(chan struct{})
-	go func() { b.acquire(ctx, 40, 30); close(yDone) }()
+	go func() { b.acquire(ctx, 40, 30, false); close(yDone) }()
 	<-xDone
 	if u := b.inUse(); u != 130 {
 		t.Fatalf("in use %d after the deadlock was broken, want 130", u)
@@ -351,4 +351,24 @@ func TestIssue21BudgetOrderAndOverdraft(t *testing.T) {
 	if u := b.inUse(); u != 70 {
 		t.Fatalf("in use %d, want 70", u)
 	}
+
+	// A low waiter (a client pipelining requests it does not read the
+	// replies of) is served after the others, whatever the order.
+	b = newBudget(10)
+	b.acquire(ctx, 10, 0, false)
+	order := make(chan string, 2)
+	go func() { b.acquire(ctx, 5, 0, true); order <- "low" }()
+	for b.waiting() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	go func() { b.acquire(ctx, 5, 0, false); order <- "normal" }()
+	for b.waiting() != 2 {
+		time.Sleep(time.Millisecond)
+	}
+	b.release(5)
+	if first := <-order; first != "normal" {
+		t.Fatalf("%s waiter served first", first)
+	}
+	b.release(5)
+	<-order
 }
