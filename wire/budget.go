@@ -47,6 +47,18 @@ func (b *budget) fits(n int64) bool {
 	return b.used+n <= b.size
 }
 
+// tryAcquire takes n bytes if they are available without waiting.
+func (b *budget) tryAcquire(n int64, low bool) bool {
+	n = min(n, b.size)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if (n == 0 || len(b.waiters) == 0 || !low && b.head() < 0) && b.fits(n) {
+		b.used += n
+		return true
+	}
+	return false
+}
+
 // acquire waits until n bytes are available (n is clamped to the budget's
 // size) or ctx ends. holding is what the caller already holds. A low
 // acquisition is served after every other waiter.

@@ -152,6 +152,10 @@ type timedConn struct {
 	net.Conn
 	readTimeout, writeTimeout time.Duration
 	inFrame, deadlineSet      bool
+	// readBy and writeBy are the deadlines last set: they are moved only
+	// once a tenth of the timeout has passed, which spares a timer update
+	// per call.
+	readBy, writeBy time.Time
 	// blockedSince is when the read inside a frame or the write now under
 	// way started (unix ns), 0 when none is: how stuck the connection is.
 	blockedSince atomic.Int64
@@ -162,8 +166,9 @@ func (t *timedConn) Read(p []byte) (int, error) {
 		return t.Conn.Read(p)
 	}
 	now := time.Now()
-	if t.readTimeout > 0 {
-		t.Conn.SetReadDeadline(now.Add(t.readTimeout))
+	if t.readTimeout > 0 && (!t.deadlineSet || t.readBy.Sub(now) < t.readTimeout-t.readTimeout/10) {
+		t.readBy = now.Add(t.readTimeout)
+		t.Conn.SetReadDeadline(t.readBy)
 		t.deadlineSet = true
 	}
 	t.blockedSince.Store(now.UnixNano())
@@ -178,8 +183,9 @@ func (t *timedConn) Write(p []byte) (int, error) {
 	for n < len(p) {
 		end := min(len(p), n+writeChunk)
 		now := time.Now()
-		if t.writeTimeout > 0 {
-			t.Conn.SetWriteDeadline(now.Add(t.writeTimeout))
+		if t.writeTimeout > 0 && t.writeBy.Sub(now) < t.writeTimeout-t.writeTimeout/10 {
+			t.writeBy = now.Add(t.writeTimeout)
+			t.Conn.SetWriteDeadline(t.writeBy)
 		}
 		t.blockedSince.Store(now.UnixNano())
 		m, err := t.Conn.Write(p[n:end])
@@ -209,6 +215,9 @@ type connLimits struct {
 	held atomic.Int64 // budget bytes held for the current request and its reply
 	// reserved: held includes admit's replyReserve.
 	reserved bool
+	// out is the connection's reply buffer, sized for a large reply at
+	// once rather than grown by appends.
+	out *[]byte
 }
 
 func (c *conn) initLimits() {
@@ -238,10 +247,12 @@ func (c *conn) readMessage(ctx context.Context, buf []byte) (Header, []byte, err
 			return nil
 		}
 		l := &c.srv.lim
-		wctx, cancel := context.WithTimeout(ctx, l.BudgetWait)
-		defer cancel()
-		if err := l.budget.acquire(wctx, n, c.lim.held.Load(), false); err != nil {
-			return &errNoBudget{length: length, wait: l.BudgetWait}
+		if !l.budget.tryAcquire(n, false) {
+			wctx, cancel := context.WithTimeout(ctx, l.BudgetWait)
+			defer cancel()
+			if err := l.budget.acquire(wctx, n, c.lim.held.Load(), false); err != nil {
+				return &errNoBudget{length: length, wait: l.BudgetWait}
+			}
 		}
 		c.lim.held.Add(min(n, l.MemoryBudget))
 		return nil
@@ -278,17 +289,27 @@ func (s *Server) shed() {
 // ever more of them, and the replies being built at once are bounded.
 func (c *conn) admit(ctx context.Context) error {
 	l := &c.srv.lim
-	wctx, cancel := context.WithTimeout(ctx, l.BudgetWait)
-	defer cancel()
 	// A client that has sent its next request before reading this reply
 	// (drivers never do, but a client that does not read its replies
 	// does) waits behind the others.
 	pipelined := c.br.Buffered() > 0
-	if err := l.budget.acquire(wctx, replyReserve, c.lim.held.Load(), pipelined); err != nil {
-		return mongoerr.New(mongoerr.ExceededMemoryLimit, "the server's memory budget for requests in flight (%d bytes) stayed exhausted for %v", l.MemoryBudget, l.BudgetWait)
+	if !l.budget.tryAcquire(replyReserve, pipelined) {
+		if err := c.waitBudget(ctx, replyReserve, pipelined); err != nil {
+			return err
+		}
 	}
 	c.lim.held.Add(replyReserve)
 	c.lim.reserved = true
+	return nil
+}
+
+func (c *conn) waitBudget(ctx context.Context, n int64, low bool) error {
+	l := &c.srv.lim
+	wctx, cancel := context.WithTimeout(ctx, l.BudgetWait)
+	defer cancel()
+	if err := l.budget.acquire(wctx, n, c.lim.held.Load(), low); err != nil {
+		return mongoerr.New(mongoerr.ExceededMemoryLimit, "the server's memory budget for requests in flight (%d bytes) stayed exhausted for %v", l.MemoryBudget, l.BudgetWait)
+	}
 	return nil
 }
 
@@ -298,6 +319,10 @@ func (c *conn) chargeReply(n int) {
 	var charge int64
 	if n > unbudgeted {
 		charge = 2 * int64(n)
+		if out := c.lim.out; out != nil && cap(*out) < n+64 {
+			putLarge(*out)
+			*out = getLarge(n + 64)
+		}
 	}
 	if c.lim.reserved {
 		charge -= replyReserve
@@ -316,9 +341,11 @@ func (c *conn) chargeReply(n int) {
 // between messages and returns the budget the request held.
 func (c *conn) afterRequest(in, out *[]byte) {
 	if cap(*in) > unbudgeted {
+		putLarge(*in)
 		*in = make([]byte, 0, ioBufSize)
 	}
 	if cap(*out) > unbudgeted {
+		putLarge(*out)
 		*out = make([]byte, 0, ioBufSize)
 	}
 	c.releaseBudget()
@@ -370,17 +397,31 @@ func readMessage(r io.Reader, buf []byte, grow func(length, oldCap, newCap int) 
 	}
 	n := int(h.Length)
 	have := HeaderLen
+	owned := false // buf came from getLarge here, and may go back
 	for have < n {
 		if have == cap(buf) {
-			want := min(n, max(2*cap(buf), 4096))
+			// Four times what arrived so far: few copies, and never more
+			// than four bytes of buffer per byte received.
+			want := min(n, max(4*cap(buf), 4096))
+			if want > unbudgeted {
+				want = largeSize(want) // what getLarge gives
+			}
 			if grow != nil {
 				if err := grow(n, cap(buf), want); err != nil {
 					return h, buf[:have], err
 				}
 			}
-			nb := make([]byte, have, want)
+			var nb []byte
+			if want > unbudgeted {
+				nb = getLarge(want)[:have]
+			} else {
+				nb = make([]byte, have, want)
+			}
 			copy(nb, buf[:have])
-			buf = nb
+			if owned {
+				putLarge(buf)
+			}
+			buf, owned = nb, want > unbudgeted
 		}
 		m, err := r.Read(buf[have:min(cap(buf), n)])
 		have += m

@@ -121,3 +121,34 @@ func BenchmarkIssue21HostileConnections(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkIssue21LargeRoundTrip is a 1 MB command echoed back: the cost
+// of growing frame buffers as bytes arrive, and of the budget.
+func BenchmarkIssue21LargeRoundTrip(b *testing.B) {
+	s := NewServer(&echoHandler{}, Options{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go s.Serve(ln)
+	defer s.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	msg := driverOpMsg(b, 1, 0, bson.D{{Key: "blob", Value: bson.Binary{Data: make([]byte, 1<<20)}}, {Key: "$db", Value: "admin"}})
+	var buf []byte
+	b.SetBytes(int64(len(msg)))
+	b.ResetTimer()
+	for range b.N {
+		if _, err := c.Write(msg); err != nil {
+			b.Fatal(err)
+		}
+		_, m, err := ReadMessage(c, buf)
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf = m[:0]
+	}
+}

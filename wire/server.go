@@ -310,6 +310,7 @@ func (c *conn) serve() {
 
 	in, out := getBuf(), getBuf()
 	defer func() { putBuf(in); putBuf(out) }()
+	c.lim.out = out
 	for {
 		// Idle until the first byte of the next message arrives.
 		if _, err := c.br.Peek(1); err != nil {
