@@ -65,8 +65,9 @@ const (
 	// writeChunk is how much of a reply is written per deadline, so that a
 	// slow reader that keeps reading is not cut off by a large reply.
 	writeChunk = 256 << 10
-	// replyReserve is held by every request while it runs: with the
-	// default budget, at most 256 replies are being built at once.
+	// replyReserve is the least every request holds while it runs: with
+	// the default budget, at most 256 replies are being built at once,
+	// fewer when replies have lately been large.
 	replyReserve = 1 << 20
 )
 
@@ -76,6 +77,7 @@ type serverLimits struct {
 	budget   *budget
 	rejected atomic.Int64
 	shedAt   atomic.Int64 // when stalled connections were last looked for (unix ns)
+	replies  replySizes
 	// shedAfter is how long a connection holding budget may be stuck in a
 	// read or a write before, while others wait for budget, it is closed.
 	shedAfter time.Duration
@@ -213,8 +215,10 @@ func (t *timedConn) endFrame() {
 type connLimits struct {
 	tc   *timedConn
 	held atomic.Int64 // budget bytes held for the current request and its reply
-	// reserved: held includes admit's replyReserve.
-	reserved bool
+	// reserved is the part of held that admit reserved for the reply.
+	reserved int64
+	// served: a request on this connection has been answered.
+	served bool
 	// out is the connection's reply buffer, sized for a large reply at
 	// once rather than grown by appends.
 	out *[]byte
@@ -291,16 +295,50 @@ func (c *conn) admit(ctx context.Context) error {
 	l := &c.srv.lim
 	// A client that has sent its next request before reading this reply
 	// (drivers never do, but a client that does not read its replies
-	// does) waits behind the others.
-	pipelined := c.br.Buffered() > 0
-	if !l.budget.tryAcquire(replyReserve, pipelined) {
-		if err := c.waitBudget(ctx, replyReserve, pipelined); err != nil {
+	// does), or one that has not been answered yet (a new connection),
+	// waits behind the connections already served.
+	low := c.br.Buffered() > 0 || !c.lim.served
+	// What a reply has cost lately (and its framed copy): when large
+	// replies are being built, fewer are built at once.
+	reserve := min(max(replyReserve, 2*l.replies.estimate(time.Now())), l.MemoryBudget/8)
+	if !l.budget.tryAcquire(reserve, low) {
+		if err := c.waitBudget(ctx, reserve, low); err != nil {
 			return err
 		}
 	}
-	c.lim.held.Add(replyReserve)
-	c.lim.reserved = true
+	c.lim.held.Add(reserve)
+	c.lim.reserved = reserve
 	return nil
+}
+
+// replySizes tracks the largest reply of the last 5 to 10 seconds.
+type replySizes struct {
+	cur, prev atomic.Int64
+	rotated   atomic.Int64 // unix ns
+}
+
+const replyWindow = 5 * time.Second
+
+func (r *replySizes) rotate(now time.Time) {
+	t := r.rotated.Load()
+	if now.UnixNano()-t >= int64(replyWindow) && r.rotated.CompareAndSwap(t, now.UnixNano()) {
+		r.prev.Store(r.cur.Swap(0))
+	}
+}
+
+func (r *replySizes) observe(n int64, now time.Time) {
+	r.rotate(now)
+	for {
+		c := r.cur.Load()
+		if n <= c || r.cur.CompareAndSwap(c, n) {
+			return
+		}
+	}
+}
+
+func (r *replySizes) estimate(now time.Time) int64 {
+	r.rotate(now)
+	return max(r.cur.Load(), r.prev.Load())
 }
 
 func (c *conn) waitBudget(ctx context.Context, n int64, low bool) error {
@@ -318,16 +356,15 @@ func (c *conn) waitBudget(ctx context.Context, n int64, low bool) error {
 func (c *conn) chargeReply(n int) {
 	var charge int64
 	if n > unbudgeted {
+		c.srv.lim.replies.observe(int64(n), time.Now())
 		charge = 2 * int64(n)
 		if out := c.lim.out; out != nil && cap(*out) < n+64 {
 			putLarge(*out)
 			*out = getLarge(n + 64)
 		}
 	}
-	if c.lim.reserved {
-		charge -= replyReserve
-		c.lim.reserved = false
-	}
+	charge -= c.lim.reserved
+	c.lim.reserved = 0
 	switch {
 	case charge > 0:
 		c.srv.lim.budget.force(charge)
@@ -349,11 +386,12 @@ func (c *conn) afterRequest(in, out *[]byte) {
 		*out = make([]byte, 0, ioBufSize)
 	}
 	c.releaseBudget()
+	c.lim.served = true
 }
 
 func (c *conn) releaseBudget() {
 	c.srv.lim.budget.release(c.lim.held.Swap(0))
-	c.lim.reserved = false
+	c.lim.reserved = 0
 }
 
 // logIOFailure logs a failed read or write: timeouts are the limits at

@@ -66,16 +66,32 @@ func (p *peakSampler) end() (heap, rss uint64) {
 // default limits (run with -benchtime=1x):
 //   - bigframe: each declares a 48 MB frame, sends 64 KiB of it and stops;
 //   - unread:   each sends 64 requests whose replies are 1 MB and never
-//     reads one.
+//     reads one;
+//   - unread8MB: each sends one request whose reply is 8 MB and does not
+//     read it.
 //
 // A well-behaved connection must be served while they are there.
 func BenchmarkIssue21HostileConnections(b *testing.B) {
 	const conns = 1000
-	for _, kind := range []string{"bigframe", "unread"} {
+	for _, kind := range []string{"bigframe", "unread", "unread8MB"} {
 		b.Run(kind, func(b *testing.B) {
 			for range b.N {
-				s, addr, _ := startLimited(&testing.T{}, bigReplyHandler{size: 1 << 20}, Limits{})
+				size := 1 << 20
+				if kind == "unread8MB" {
+					size = 8 << 20
+				}
+				s, addr, _ := startLimited(&testing.T{}, bigReplyHandler{size: size}, Limits{})
 				_ = s
+				// The well-behaved client is connected before the flood, as a
+				// driver's pooled connection would be.
+				good, err := net.Dial("tcp", addr)
+				if err != nil {
+					b.Fatal(err)
+				}
+				good.Write(ping(b, 1))
+				if _, _, err := ReadMessage(good, nil); err != nil {
+					b.Fatal(err)
+				}
 				runtime.GC()
 				p := samplePeaks()
 				var reqs []byte
@@ -89,21 +105,20 @@ func BenchmarkIssue21HostileConnections(b *testing.B) {
 						b.Fatal(err)
 					}
 					cs = append(cs, c)
-					if kind == "bigframe" {
+					switch kind {
+					case "bigframe":
 						c.Write(frameStart(MaxMessageSize, int32(i), 64<<10))
-					} else {
+					case "unread":
 						go c.Write(reqs)
+					case "unread8MB": // one request each, not pipelined
+						go c.Write(reqs[:len(reqs)/64])
 					}
 				}
 				// Let the server take in everything it will take.
 				time.Sleep(3 * time.Second)
-				good, err := net.Dial("tcp", addr)
-				if err != nil {
-					b.Fatal(err)
-				}
 				start := time.Now()
 				good.SetDeadline(time.Now().Add(60 * time.Second))
-				good.Write(ping(b, 1))
+				good.Write(ping(b, 2))
 				_, _, err = ReadMessage(good, nil)
 				served := time.Since(start)
 				heap, rss := p.end()
