@@ -126,6 +126,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		backoff = 0
 		c := &conn{srv: s, nc: nc, id: s.nextConnID.Add(1)}
+		c.initLimits() // before the connection is visible to shed
 		s.mu.Lock()
 		if s.closing {
 			s.mu.Unlock()
@@ -243,7 +244,7 @@ const (
 	ioBufSize = 16 << 10
 	// maxPooledBuf caps what goes back to the pool, so one 48 MB message
 	// does not keep 48 MB alive for the life of the process.
-	maxPooledBuf = 1 << 20
+	maxPooledBuf = unbudgeted
 )
 
 var (
@@ -290,7 +291,6 @@ func (c *conn) serve() {
 	c.info = ConnInfo{ID: c.id, RemoteAddr: c.nc.RemoteAddr().String(), LocalAddr: c.nc.LocalAddr().String()}
 	log := s.log.With(zap.Int64("connectionId", c.id), zap.String("remote", c.info.RemoteAddr))
 	log.Info("connection accepted", zap.Int64("connectionCount", s.current.Load()))
-	c.initLimits()
 	c.br = readerPool.Get().(*bufio.Reader)
 	c.br.Reset(c.lim.tc)
 	c.bw = writerPool.Get().(*bufio.Writer)
