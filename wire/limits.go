@@ -38,7 +38,12 @@ type Limits struct {
 	WriteTimeout time.Duration
 	// MemoryBudget is how many bytes of request and reply buffers larger
 	// than 64 KiB may be held by all connections together (default 256
-	// MiB, at least MaxMessageSize). A request that needs more waits.
+	// MiB, at least MaxMessageSize). Frames are charged as their buffers
+	// grow, and every request holds a reserve for its reply while it runs
+	// (1 MiB, more while replies are large). A request that needs more
+	// waits, and while requests wait, connections that hold budget but
+	// have been stuck in a read or a write for a second (at most half a
+	// timeout) are closed.
 	MemoryBudget int64
 	// BudgetWait is how long a request waits for the budget (default
 	// 60 s): a frame still unread is then abandoned and its connection
@@ -53,8 +58,8 @@ const (
 	DefaultWriteTimeout = 30 * time.Second
 	DefaultMemoryBudget = 256 << 20
 	DefaultBudgetWait   = 60 * time.Second
-	// minMaxConns is mongod's lower bound for --maxConns.
-	minMaxConns = 5
+	// MinMaxConns is mongod's lower bound for --maxConns.
+	MinMaxConns = 5
 )
 
 const (

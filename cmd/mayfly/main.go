@@ -92,9 +92,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	maxConnsSet := false
 	fs.Visit(func(f *flag.Flag) { maxConnsSet = maxConnsSet || f.Name == "maxConns" })
-	if maxConnsSet && *maxConns < 5 {
+	if maxConnsSet && *maxConns < wire.MinMaxConns {
 		// mongod refuses the same, as BadValue at startup.
-		fmt.Fprintf(stderr, "mayfly: maxConns has to be at least 5\n")
+		fmt.Fprintf(stderr, "mayfly: maxConns has to be at least %d\n", wire.MinMaxConns)
 		return exitBadOptions
 	}
 	log, err := newLogger(*logLevel, *logFormat, stderr)
