@@ -372,3 +372,31 @@ func TestIssue21BudgetOrderAndOverdraft(t *testing.T) {
 	b.release(5)
 	<-order
 }
+
+// A request that cannot get its reply reserve within BudgetWait is
+// answered with ExceededMemoryLimit, and its connection stays usable.
+func TestIssue21BudgetWaitExceeded(t *testing.T) {
+	s, addr, _ := startLimited(t, &echoHandler{}, Limits{MemoryBudget: MaxMessageSize, BudgetWait: 300 * time.Millisecond, FrameTimeout: 20 * time.Second})
+	b := dial(t, addr)
+	// A 4 MB reply makes the reserve for the next requests 6 MB (the
+	// budget's eighth).
+	big := driverOpMsg(t, 1, 0, bson.D{{Key: "blob", Value: bson.Binary{Data: make([]byte, 4<<20)}}, {Key: "$db", Value: "admin"}})
+	if _, reply := roundTrip(t, b, big); reply.Lookup("ok").Double() != 1 {
+		t.Fatal(reply)
+	}
+	// Another connection's frame takes all but about 2 MB of the budget.
+	a := dial(t, addr)
+	if _, err := a.Write(frameStart(44<<20, 2, 20<<20)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return s.BudgetInUse() >= 44<<20-unbudgeted })
+	_, reply := roundTrip(t, b, ping(t, 3))
+	if code := errCode(t, reply); code != 146 || reply.Lookup("codeName").StringValue() != "ExceededMemoryLimit" {
+		t.Fatalf("reply %v", reply)
+	}
+	a.Close()
+	waitFor(t, func() bool { return s.BudgetInUse() == 0 })
+	if _, reply := roundTrip(t, b, ping(t, 4)); reply.Lookup("ok").Double() != 1 {
+		t.Fatal(reply)
+	}
+}
