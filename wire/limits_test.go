@@ -218,7 +218,7 @@ func TestIssue21MaxConns(t *testing.T) {
 // A frame that stops arriving, in its header or its body, times out; an
 // idle connection does not, and a slow frame that keeps arriving is read.
 func TestIssue21HalfSentFrameTimeout(t *testing.T) {
-	const timeout = 200 * time.Millisecond
+	const timeout = 400 * time.Millisecond
 	s, addr, logs := startLimited(t, &echoHandler{}, Limits{FrameTimeout: timeout})
 	idle := dial(t, addr)
 	inHeader := dial(t, addr)
@@ -240,7 +240,7 @@ func TestIssue21HalfSentFrameTimeout(t *testing.T) {
 	msg := ping(t, 4)
 	for i := 0; i < len(msg); i += len(msg)/5 + 1 {
 		idle.Write(msg[i:min(len(msg), i+len(msg)/5+1)])
-		time.Sleep(timeout / 2)
+		time.Sleep(timeout / 4)
 	}
 	if h, reply := readReply(t, idle); h.ResponseTo != 4 || reply.Lookup("ok").Double() != 1 {
 		t.Fatal(reply)
