@@ -50,6 +50,14 @@ type Config struct {
 	// durable: the most a crash can lose of writes acknowledged without
 	// j/fsync (mongod's journalCommitInterval: 1 to 500 ms, default 100).
 	JournalCommitInterval time.Duration
+	// MaxConns is --maxConns: connections beyond it are closed right after
+	// accept (0: mongod's default, 1000000, capped at 80% of the open-file
+	// limit).
+	MaxConns int
+	// WireLimits are the other per-connection limits (frame and write
+	// timeouts, memory budget); its MaxConns is overridden by MaxConns
+	// when that is set.
+	WireLimits wire.Limits
 }
 
 // Bounds of JournalCommitInterval, as mongod's --journalCommitInterval.
@@ -145,6 +153,10 @@ func Start(cfg Config) (*Server, error) {
 	s.store = store
 
 	tcp := ln.Addr().(*net.TCPAddr)
+	lim := cfg.WireLimits
+	if cfg.MaxConns != 0 {
+		lim.MaxConns = cfg.MaxConns
+	}
 	eng, err := engine.Open(engine.Config{
 		KV:     store,
 		Logger: log,
@@ -158,6 +170,7 @@ func Start(cfg Config) (*Server, error) {
 				st := s.wire.Stats()
 				return st.Current, st.TotalCreated, st.BytesIn, st.BytesOut, st.NumRequests
 			},
+			MaxConns: int64(wire.EffectiveMaxConns(lim.MaxConns)),
 		},
 		Reaper: engine.ReaperConfig{Rate: cfg.ReaperRate},
 	})
@@ -167,7 +180,7 @@ func Start(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("cannot open the database in %s: %w", dir, err)
 	}
 	s.engine = eng
-	s.wire = wire.NewServer(eng, wire.Options{Logger: log.Named("wire")})
+	s.wire = wire.NewServer(eng, wire.Options{Logger: log.Named("wire"), Limits: lim})
 	go func() { s.served <- s.wire.Serve(ln) }()
 	log.Info("waiting for connections", zap.String("address", s.Addr()), zap.String("dbpath", dir), zap.Bool("inMemory", cfg.InMemory))
 	return s, nil
