@@ -56,6 +56,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		version    = fs.Bool("version", false, "print the version and exit")
 	)
 	fs.StringVar(bind, "bind_ip", "127.0.0.1", "same as --bind (mongod's spelling)")
+	tlsOpts := tlsFlags(fs)
 	// --help goes to stdout (it was asked for); usage after a flag error
 	// goes to stderr. flag prints usage itself before returning ErrHelp, so
 	// the writer is chosen up front.
@@ -93,6 +94,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mayfly: invalid --journalCommitInterval %d: must be between 1 and 500 milliseconds\n", *commitMS)
 		return exitBadOptions
 	}
+	if err := tlsOpts.Validate(); err != nil {
+		fmt.Fprintf(stderr, "mayfly: %v\n", err)
+		return exitBadOptions
+	}
 	log, err := newLogger(*logLevel, *logFormat, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "mayfly: %v\n", err)
@@ -107,6 +112,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if isFlagSet(fs, "journalCommitInterval") {
 		parsed["storage.journal.commitIntervalMs"] = int32(*commitMS)
 	}
+	tlsOpts.AddParsed(parsed)
 	// Signals are caught before startup so that one arriving while the
 	// store opens still ends in a clean shutdown, not a kill.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -115,6 +121,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Bind: *bind, Port: *port, DBPath: *dbpath, Logger: log, ReaperRate: *reaperRate,
 		Argv: args, Parsed: parsed, ShutdownTimeout: shutdownTimeout,
 		JournalCommitInterval: time.Duration(*commitMS) * time.Millisecond,
+		TLS:                   *tlsOpts,
 	})
 	if err != nil {
 		log.Error("startup failed", zap.Error(err))
