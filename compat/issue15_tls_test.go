@@ -2,18 +2,11 @@ package compat
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"net"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,90 +16,11 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/mayflydb/mayfly/internal/testpki"
 	"github.com/mayflydb/mayfly/server"
 )
 
-// tlsCA is a certificate authority made up for one test.
-type tlsCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	file string // the CA certificate, PEM
-}
-
-var tlsSerial int64 = 1
-
-func newTLSCA(t *testing.T, dir, name string) *tlsCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tlsSerial++
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(tlsSerial),
-		Subject:               pkix.Name{CommonName: name, Organization: []string{"mayfly tests"}},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(dir, name+".pem")
-	writePEM(t, file, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-	return &tlsCA{cert: cert, key: key, file: file}
-}
-
-// issue writes a PEM file holding a certificate signed by the CA and its
-// key, as mongod's tlsCertificateKeyFile and the drivers' want it.
-func (ca *tlsCA) issue(t *testing.T, dir, name string, server bool, notBefore, notAfter time.Time) string {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tlsSerial++
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(tlsSerial),
-		Subject:      pkix.Name{CommonName: name, Organization: []string{"mayfly tests"}},
-		NotBefore:    notBefore,
-		NotAfter:     notAfter,
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.DNSNames = []string{"localhost"}
-		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	out = append(out, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})...)
-	file := filepath.Join(dir, name+".pem")
-	writePEM(t, file, out)
-	return file
-}
-
-func writePEM(t *testing.T, file string, b []byte) {
-	t.Helper()
-	if err := os.WriteFile(file, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
+type tlsCA = testpki.CA
 
 // tlsPKI is what the TLS tests share: a CA with a server and a client
 // certificate, and a second, unrelated CA with its own client certificate.
@@ -123,15 +37,15 @@ func newTLSPKI(t *testing.T) *tlsPKI {
 	t.Helper()
 	dir := t.TempDir()
 	p := &tlsPKI{dir: dir}
-	p.ca = newTLSCA(t, dir, "ca")
-	p.otherCA = newTLSCA(t, dir, "other-ca")
+	p.ca = testpki.NewCA(t, dir, "ca")
+	p.otherCA = testpki.NewCA(t, dir, "other-ca")
 	from, to := time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)
-	p.serverPEM = p.ca.issue(t, dir, "server", true, from, to)
-	p.clientPEM = p.ca.issue(t, dir, "client", false, from, to)
-	p.otherClientPEM = p.otherCA.issue(t, dir, "other-client", false, from, to)
-	p.otherServerPEM = p.otherCA.issue(t, dir, "other-server", true, from, to)
-	p.expiredPEM = p.ca.issue(t, dir, "expired", true, time.Now().Add(-48*time.Hour), time.Now().Add(-24*time.Hour))
-	p.futurePEM = p.ca.issue(t, dir, "future", true, time.Now().Add(24*time.Hour), time.Now().Add(48*time.Hour))
+	p.serverPEM = p.ca.Issue(t, dir, "server", true, from, to)
+	p.clientPEM = p.ca.Issue(t, dir, "client", false, from, to)
+	p.otherClientPEM = p.otherCA.Issue(t, dir, "other-client", false, from, to)
+	p.otherServerPEM = p.otherCA.Issue(t, dir, "other-server", true, from, to)
+	p.expiredPEM = p.ca.Issue(t, dir, "expired", true, time.Now().Add(-48*time.Hour), time.Now().Add(-24*time.Hour))
+	p.futurePEM = p.ca.Issue(t, dir, "future", true, time.Now().Add(24*time.Hour), time.Now().Add(48*time.Hour))
 	return p
 }
 
@@ -202,7 +116,7 @@ func tlsRoundTripOpts(t *testing.T, opts *options.ClientOptions) error {
 func presenting(t *testing.T, s *server.Server, ca *tlsCA, pemFile string) *options.ClientOptions {
 	t.Helper()
 	pool := x509.NewCertPool()
-	pool.AddCert(ca.cert)
+	pool.AddCert(ca.Cert)
 	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	if pemFile != "" {
 		cert, err := tls.LoadX509KeyPair(pemFile, pemFile)
@@ -257,14 +171,14 @@ func TestIssue15TLSRequireTLS(t *testing.T) {
 	p := newTLSPKI(t)
 	s := startTLSServer(t, server.TLSOptions{Mode: "requireTLS", CertificateKeyFile: p.serverPEM})
 
-	mustConnect(t, "tls=true with the right CA", tlsURI(s, "tls", "true", "tlsCAFile", p.ca.file))
+	mustConnect(t, "tls=true with the right CA", tlsURI(s, "tls", "true", "tlsCAFile", p.ca.File))
 	// The server's certificate names localhost too.
-	mustConnect(t, "tls=true by host name", strings.Replace(tlsURI(s, "tls", "true", "tlsCAFile", p.ca.file), "127.0.0.1", "localhost", 1))
+	mustConnect(t, "tls=true by host name", strings.Replace(tlsURI(s, "tls", "true", "tlsCAFile", p.ca.File), "127.0.0.1", "localhost", 1))
 	mustFail(t, "plain client under requireTLS", tlsURI(s))
-	mustFail(t, "client trusting another CA", tlsURI(s, "tls", "true", "tlsCAFile", p.otherCA.file))
+	mustFail(t, "client trusting another CA", tlsURI(s, "tls", "true", "tlsCAFile", p.otherCA.File))
 	// Without a CA file the server asks for no client certificate: one
 	// offered anyway is not in the way.
-	mustConnect(t, "client certificate not asked for", tlsURI(s, "tls", "true", "tlsCAFile", p.ca.file, "tlsCertificateKeyFile", p.otherClientPEM))
+	mustConnect(t, "client certificate not asked for", tlsURI(s, "tls", "true", "tlsCAFile", p.ca.File, "tlsCertificateKeyFile", p.otherClientPEM))
 
 	// A plain request on a raw socket gets no reply: the connection is
 	// closed, as mongod does ("The server is configured to only allow SSL
@@ -284,7 +198,7 @@ func TestIssue15TLSRequireTLS(t *testing.T) {
 	}
 
 	// getCmdLineOpts shows net.tls as mongod's does.
-	cli, err := mongo.Connect(options.Client().ApplyURI(tlsURI(s, "tls", "true", "tlsCAFile", p.ca.file)))
+	cli, err := mongo.Connect(options.Client().ApplyURI(tlsURI(s, "tls", "true", "tlsCAFile", p.ca.File)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,9 +236,9 @@ func TestIssue15TLSAllowAndPreferTakeBoth(t *testing.T) {
 	p := newTLSPKI(t)
 	for _, mode := range []string{"allowTLS", "preferTLS"} {
 		s := startTLSServer(t, server.TLSOptions{Mode: mode, CertificateKeyFile: p.serverPEM})
-		mustConnect(t, mode+": TLS client", tlsURI(s, "tls", "true", "tlsCAFile", p.ca.file))
+		mustConnect(t, mode+": TLS client", tlsURI(s, "tls", "true", "tlsCAFile", p.ca.File))
 		mustConnect(t, mode+": plain client", tlsURI(s))
-		mustFail(t, mode+": TLS client trusting another CA", tlsURI(s, "tls", "true", "tlsCAFile", p.otherCA.file))
+		mustFail(t, mode+": TLS client trusting another CA", tlsURI(s, "tls", "true", "tlsCAFile", p.otherCA.File))
 
 		// A plain message whose first byte is 0x16 (a TLS handshake
 		// record's) is still plain: the decision is mongod's, on the
@@ -391,13 +305,13 @@ func paddedPing(t *testing.T, size int) []byte {
 
 func TestIssue15TLSClientCertificates(t *testing.T) {
 	p := newTLSPKI(t)
-	trust := []string{"tls", "true", "tlsCAFile", p.ca.file}
+	trust := []string{"tls", "true", "tlsCAFile", p.ca.File}
 	with := func(pemFile string) []string {
 		return append(append([]string{}, trust...), "tlsCertificateKeyFile", pemFile)
 	}
 
 	// With --tlsCAFile a client must present a certificate signed by it.
-	s := startTLSServer(t, server.TLSOptions{Mode: "requireTLS", CertificateKeyFile: p.serverPEM, CAFile: p.ca.file})
+	s := startTLSServer(t, server.TLSOptions{Mode: "requireTLS", CertificateKeyFile: p.serverPEM, CAFile: p.ca.File})
 	mustConnect(t, "client certificate signed by the CA (URI)", tlsURI(s, with(p.clientPEM)...))
 	mustConnectOpts(t, "client certificate signed by the CA", presenting(t, s, p.ca, p.clientPEM))
 	mustFailOpts(t, "client certificate signed by another CA", presenting(t, s, p.ca, p.otherClientPEM))
@@ -407,21 +321,21 @@ func TestIssue15TLSClientCertificates(t *testing.T) {
 
 	// --tlsAllowConnectionsWithoutCertificates: none is fine, a bad one
 	// is still refused.
-	s = startTLSServer(t, server.TLSOptions{Mode: "requireTLS", CertificateKeyFile: p.serverPEM, CAFile: p.ca.file, AllowConnectionsWithoutCertificates: true})
+	s = startTLSServer(t, server.TLSOptions{Mode: "requireTLS", CertificateKeyFile: p.serverPEM, CAFile: p.ca.File, AllowConnectionsWithoutCertificates: true})
 	mustConnect(t, "no client certificate, allowed", tlsURI(s, trust...))
 	mustConnectOpts(t, "good client certificate, allowed", presenting(t, s, p.ca, p.clientPEM))
 	mustFailOpts(t, "bad client certificate, connections without allowed", presenting(t, s, p.ca, p.otherClientPEM))
 
 	// --tlsAllowInvalidCertificates: a certificate from another CA passes;
 	// one is still required (mongod's parseAndValidatePeerCertificate).
-	s = startTLSServer(t, server.TLSOptions{Mode: "requireTLS", CertificateKeyFile: p.serverPEM, CAFile: p.ca.file, AllowInvalidCertificates: true})
+	s = startTLSServer(t, server.TLSOptions{Mode: "requireTLS", CertificateKeyFile: p.serverPEM, CAFile: p.ca.File, AllowInvalidCertificates: true})
 	mustConnectOpts(t, "invalid client certificate, allowed", presenting(t, s, p.ca, p.otherClientPEM))
 	mustConnectOpts(t, "valid client certificate, invalid allowed", presenting(t, s, p.ca, p.clientPEM))
 	mustFailOpts(t, "no client certificate, invalid allowed", presenting(t, s, p.ca, ""))
 
 	// preferTLS with a CA: plain clients still come in, TLS ones need a
 	// certificate.
-	s = startTLSServer(t, server.TLSOptions{Mode: "preferTLS", CertificateKeyFile: p.serverPEM, CAFile: p.ca.file})
+	s = startTLSServer(t, server.TLSOptions{Mode: "preferTLS", CertificateKeyFile: p.serverPEM, CAFile: p.ca.File})
 	mustConnect(t, "preferTLS: plain client", tlsURI(s))
 	mustConnectOpts(t, "preferTLS: client certificate", presenting(t, s, p.ca, p.clientPEM))
 	mustFailOpts(t, "preferTLS: client certificate of another CA", presenting(t, s, p.ca, p.otherClientPEM))
@@ -435,12 +349,12 @@ func TestIssue15TLSStartupErrors(t *testing.T) {
 		bad  bool // errors.Is ErrBadTLSOptions
 	}{
 		{server.TLSOptions{Mode: "requireTLS"}, "need tlsCertificateKeyFile or certificateSelector when TLS is enabled", true},
-		{server.TLSOptions{Mode: "preferTLS", CAFile: p.ca.file}, "need tlsCertificateKeyFile or certificateSelector when TLS is enabled", true},
+		{server.TLSOptions{Mode: "preferTLS", CAFile: p.ca.File}, "need tlsCertificateKeyFile or certificateSelector when TLS is enabled", true},
 		{server.TLSOptions{Mode: "requireSSL", CertificateKeyFile: p.serverPEM}, "unsupported value for tlsMode requireSSL", true},
 		{server.TLSOptions{CertificateKeyFile: p.serverPEM}, "need to enable TLS via the sslMode/tlsMode flag when using TLS configuration parameters", true},
-		{server.TLSOptions{Mode: "disabled", CAFile: p.ca.file}, "need to enable TLS via the sslMode/tlsMode flag when using TLS configuration parameters", true},
+		{server.TLSOptions{Mode: "disabled", CAFile: p.ca.File}, "need to enable TLS via the sslMode/tlsMode flag when using TLS configuration parameters", true},
 		{server.TLSOptions{Mode: "requireTLS", CertificateKeyFile: filepath.Join(p.dir, "missing.pem")}, "cannot read the TLS certificate key file", false},
-		{server.TLSOptions{Mode: "requireTLS", CertificateKeyFile: p.ca.file}, "cannot use the TLS certificate key file", false}, // no key in it
+		{server.TLSOptions{Mode: "requireTLS", CertificateKeyFile: p.ca.File}, "cannot use the TLS certificate key file", false}, // no key in it
 		{server.TLSOptions{Mode: "requireTLS", CertificateKeyFile: p.expiredPEM}, "The provided SSL certificate is expired or not yet valid", false},
 		{server.TLSOptions{Mode: "requireTLS", CertificateKeyFile: p.futurePEM}, "The provided SSL certificate is expired or not yet valid", false},
 		{server.TLSOptions{Mode: "requireTLS", CertificateKeyFile: p.serverPEM, CAFile: p.serverPEM + ".nope"}, "cannot read the TLS CA file", false},
@@ -462,6 +376,6 @@ func TestIssue15TLSStartupErrors(t *testing.T) {
 	// A server certificate from a CA the client does not trust fails the
 	// client's verification.
 	s := startTLSServer(t, server.TLSOptions{Mode: "requireTLS", CertificateKeyFile: p.otherServerPEM})
-	mustFail(t, "server certificate from an untrusted CA", tlsURI(s, "tls", "true", "tlsCAFile", p.ca.file))
-	mustConnect(t, "same server, client trusting its CA", tlsURI(s, "tls", "true", "tlsCAFile", p.otherCA.file))
+	mustFail(t, "server certificate from an untrusted CA", tlsURI(s, "tls", "true", "tlsCAFile", p.ca.File))
+	mustConnect(t, "same server, client trusting its CA", tlsURI(s, "tls", "true", "tlsCAFile", p.otherCA.File))
 }
