@@ -379,3 +379,43 @@ func TestIssue15TLSStartupErrors(t *testing.T) {
 	mustFail(t, "server certificate from an untrusted CA", tlsURI(s, "tls", "true", "tlsCAFile", p.ca.File))
 	mustConnect(t, "same server, client trusting its CA", tlsURI(s, "tls", "true", "tlsCAFile", p.otherCA.File))
 }
+
+// TestIssue15TLSShutdown: Close does not wait on TLS clients that are idle
+// or that connected and never finished (or began) their handshake.
+func TestIssue15TLSShutdown(t *testing.T) {
+	p := newTLSPKI(t)
+	s, err := server.Start(server.Config{Bind: "127.0.0.1", Port: 0, InMemory: true, ShutdownTimeout: 10 * time.Second,
+		TLS: server.TLSOptions{Mode: "preferTLS", CertificateKeyFile: p.serverPEM}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := mongo.Connect(options.Client().ApplyURI(tlsURI(s, "tls", "true", "tlsCAFile", p.ca.File)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Disconnect(context.Background())
+	if err := cli.Database("admin").RunCommand(context.Background(), bson.D{{Key: "ping", Value: 1}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	silent, err := net.Dial("tcp", s.Addr()) // sends nothing
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	halfway, err := net.Dial("tcp", s.Addr()) // a TLS record header, then nothing
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer halfway.Close()
+	if _, err := halfway.Write([]byte{0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Close took %v with idle TLS clients", d)
+	}
+}
