@@ -4,6 +4,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -60,6 +61,11 @@ type Config struct {
 	WireLimits wire.Limits
 	// TLS is mongod's net.tls (see tls.go); the zero value is disabled.
 	TLS TLSOptions
+	// NetworkMessageCompressors is --networkMessageCompressors
+	// (net.compression.compressors): the compressors hello negotiates, a
+	// comma-separated list of snappy, zstd and zlib, or "disabled"; ""
+	// means mongod's default, "snappy,zstd,zlib".
+	NetworkMessageCompressors string
 }
 
 // Bounds of JournalCommitInterval, as mongod's --journalCommitInterval.
@@ -116,6 +122,10 @@ func Start(cfg Config) (*Server, error) {
 	}
 	log := cfg.Logger
 	s := &Server{cfg: cfg, log: log, served: make(chan error, 1)}
+	compressors, err := wire.ParseCompressors(cmp.Or(cfg.NetworkMessageCompressors, wire.DefaultCompressors))
+	if err != nil {
+		return nil, err
+	}
 
 	tlsCfg, tlsMode, err := cfg.TLS.load(time.Now())
 	if err != nil {
@@ -188,7 +198,7 @@ func Start(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("cannot open the database in %s: %w", dir, err)
 	}
 	s.engine = eng
-	s.wire = wire.NewServer(eng, wire.Options{Logger: log.Named("wire"), Limits: lim})
+	s.wire = wire.NewServer(eng, wire.Options{Logger: log.Named("wire"), Limits: lim, Compressors: compressors})
 	go func() { s.served <- s.wire.Serve(wire.NewTLSListener(ln, tlsCfg, tlsMode, log.Named("tls"))) }()
 	log.Info("waiting for connections", zap.String("address", s.Addr()), zap.String("dbpath", dir), zap.Bool("inMemory", cfg.InMemory))
 	return s, nil

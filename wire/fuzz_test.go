@@ -27,6 +27,13 @@ func fuzzSeeds(t testing.TB) [][]byte {
 		{16, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0xdd, 7, 0, 0},
 		{0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0, 0, 0, 0, 0, 0xdd, 7, 0, 0},
 	}
+	// OP_COMPRESSED: every compressor, and the frames the server refuses.
+	for _, id := range []byte{CompressorNoop, CompressorSnappy, CompressorZlib, CompressorZstd} {
+		seeds = append(seeds, compressWith(t, driverOpMsg(t, 8, 0, ins, seq{"documents", docs}), id))
+	}
+	for _, bad := range badCompressedFrames(t) {
+		seeds = append(seeds, bad)
+	}
 	return seeds
 }
 
@@ -58,6 +65,25 @@ func FuzzReadMessage(f *testing.F) {
 			case OpQuery:
 				if q, err := DecodeOpQuery(msg); err == nil {
 					checkDoc(t, q.Command)
+				}
+			case OpCompressed:
+				// As the connection loop: the announced size is checked
+				// before the buffer for it is allocated.
+				ch, err := parseCompressed(msg)
+				if err != nil {
+					continue
+				}
+				out, err := ch.decompress(h, make([]byte, 0, ch.size+HeaderLen))
+				if err != nil {
+					continue
+				}
+				if len(out) != ch.size+HeaderLen || parseHeader(out).OpCode != ch.orig {
+					t.Fatalf("decompressed %d bytes, announced %d", len(out), ch.size)
+				}
+				if ch.orig == OpMsg {
+					if m, err := DecodeOpMsg(out); err == nil {
+						checkDoc(t, m.Command)
+					}
 				}
 			}
 		}

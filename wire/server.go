@@ -26,6 +26,10 @@ type Options struct {
 	Logger *zap.Logger
 	// Limits bound connections and their memory (see Limits).
 	Limits Limits
+	// Compressors are those hello may negotiate (--networkMessageCompressors,
+	// see ParseCompressors); nil means mongod's default, snappy, zstd and
+	// zlib, and an empty list disables compression.
+	Compressors []string
 }
 
 // Stats are the wire layer's counters, as serverStatus reports them under
@@ -64,6 +68,9 @@ type Server struct {
 	bytesIn      atomic.Int64
 	bytesOut     atomic.Int64
 	numRequests  atomic.Int64
+
+	compressors []string
+	comp        compressionStats
 }
 
 // NewServer returns a server that answers with h.
@@ -78,6 +85,10 @@ func NewServer(h Handler, opts Options) *Server {
 		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
 	}
 	s.initLimits(opts.Limits)
+	s.compressors = opts.Compressors
+	if s.compressors == nil {
+		s.compressors, _ = ParseCompressors(DefaultCompressors)
+	}
 	return s
 }
 
@@ -274,6 +285,7 @@ type conn struct {
 	active bool
 	br     *bufio.Reader
 	bw     *bufio.Writer
+	comp   compressState
 }
 
 func (c *conn) setActive(active bool) bool {
@@ -336,8 +348,15 @@ func (c *conn) serve() {
 			c.frameFailed(log, h, err)
 			return
 		}
+		if h.OpCode == OpCompressed {
+			if h, msg, err = c.decompress(ctx, h, msg); err != nil {
+				c.badCompressedFrame(log, h, err)
+				return
+			}
+		}
 		s.numRequests.Add(1)
 		keep := c.handle(ctx, log, h, msg, out)
+		c.endCompressed()
 		c.afterRequest(in, out) // large buffers are dropped and their budget returned
 		c.setActive(false)
 		if !keep || s.isClosing() {
@@ -390,7 +409,7 @@ func (c *conn) handle(ctx context.Context, log *zap.Logger, h Header, msg []byte
 		}
 		req := &Request{Conn: &c.info, RequestID: h.RequestID, OpCode: OpMsg, Command: m.Command,
 			MoreToCome: m.MoreToCome(), ExhaustAllowed: m.ExhaustAllowed()}
-		reply := c.call(ctx, log, req)
+		reply := c.run(ctx, log, req)
 		if req.MoreToCome {
 			return true
 		}
@@ -412,7 +431,7 @@ func (c *conn) handle(ctx context.Context, log *zap.Logger, h Header, msg []byte
 			return c.write(log, *out)
 		}
 		req := &Request{Conn: &c.info, RequestID: h.RequestID, OpCode: OpQuery, Command: q.Command}
-		reply := c.call(ctx, log, req)
+		reply := c.run(ctx, log, req)
 		*out = AppendOpReply((*out)[:0], c.srv.nextReqID.Add(1), h.RequestID, 0, reply)
 		return c.write(log, *out)
 
@@ -451,6 +470,9 @@ func (c *conn) call(ctx context.Context, log *zap.Logger, req *Request) (reply b
 }
 
 func (c *conn) write(log *zap.Logger, msg []byte) bool {
+	if c.comp.compressed {
+		msg = c.compressReply(msg)
+	}
 	n, err := c.bw.Write(msg)
 	if err == nil {
 		err = c.bw.Flush()

@@ -56,6 +56,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		commitMS   = fs.Int("journalCommitInterval", 100, "milliseconds between syncs of the write-ahead log (1-500): the most a crash loses of writes acknowledged without j: true")
 		maxConns   = fs.Int("maxConns", wire.DefaultMaxConns, "maximum number of simultaneous connections (at most 80% of the open-file limit)")
 		version    = fs.Bool("version", false, "print the version and exit")
+		netComp    = fs.String("networkMessageCompressors", wire.DefaultCompressors, "compressors for wire messages, negotiated through hello: a comma-separated list of snappy, zstd, zlib, or disabled")
 	)
 	fs.StringVar(bind, "bind_ip", "127.0.0.1", "same as --bind (mongod's spelling)")
 	tlsOpts := tlsFlags(fs)
@@ -102,6 +103,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mayfly: maxConns has to be at least %d\n", wire.MinMaxConns)
 		return exitBadOptions
 	}
+	if _, err := wire.ParseCompressors(*netComp); err != nil {
+		fmt.Fprintf(stderr, "mayfly: %v\n", err)
+		return exitBadOptions
+	}
 	if err := tlsOpts.Validate(); err != nil {
 		fmt.Fprintf(stderr, "mayfly: %v\n", err)
 		return exitBadOptions
@@ -123,6 +128,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if maxConnsSet {
 		parsed["net.maxIncomingConnections"] = int32(*maxConns)
 	}
+	if isFlagSet(fs, "networkMessageCompressors") {
+		parsed["net.compression.compressors"] = *netComp
+	}
 	tlsOpts.AddParsed(parsed)
 	// Signals are caught before startup so that one arriving while the
 	// store opens still ends in a clean shutdown, not a kill.
@@ -133,6 +141,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Argv: args, Parsed: parsed, ShutdownTimeout: shutdownTimeout,
 		JournalCommitInterval: time.Duration(*commitMS) * time.Millisecond,
 		TLS:                   *tlsOpts,
+
+		NetworkMessageCompressors: *netComp,
 	})
 	if err != nil {
 		log.Error("startup failed", zap.Error(err))
