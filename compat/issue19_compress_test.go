@@ -27,6 +27,7 @@ const opCompressed, opMsg, opQuery = 2012, 2013, 2004
 // frameTally counts the messages that cross a connection in one direction.
 type frameTally struct {
 	frames, compressed int
+	bytes              int64        // every frame's length
 	ids                map[byte]int // compressor ids of OP_COMPRESSED frames
 	wireBytes, rawSize int64        // OP_COMPRESSED: bytes on the wire, uncompressed bytes
 	plainCmds          []string     // first key of uncompressed commands
@@ -73,6 +74,7 @@ func (p *frameParser) done() {
 	p.head = p.head[:0]
 	op := binary.LittleEndian.Uint32(h[12:])
 	p.t.frames++
+	p.t.bytes += int64(binary.LittleEndian.Uint32(h))
 	switch op {
 	case opCompressed:
 		p.t.compressed++
@@ -485,6 +487,86 @@ func TestIssue19CompressRawFrames(t *testing.T) {
 		}
 		if err := e.cli.Ping(e.ctx, nil); err != nil {
 			t.Fatalf("after %s: %v", name, err)
+		}
+	}
+}
+
+// BenchmarkIssue19Compress measures, through the Go driver and the whole
+// server, a point read by _id and a find returning 100 documents (~1 KB
+// each), uncompressed and with each compressor. wireB/op counts the bytes
+// on the client's sockets per operation, handshakes excluded.
+func BenchmarkIssue19Compress(b *testing.B) {
+	uri := externalURI
+	if uri == "" {
+		srv, err := server.Start(server.Config{Bind: "127.0.0.1", InMemory: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer srv.Close()
+		uri = srv.URI()
+	}
+	ctx := context.Background()
+	setup, err := connect(uri)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer setup.Disconnect(ctx)
+	coll := setup.Database("cx_bench_issue19").Collection("c")
+	_ = coll.Drop(ctx)
+	docs := make([]any, 1000)
+	for i := range docs {
+		docs[i] = bson.D{{Key: "_id", Value: int32(i)}, {Key: "name", Value: fmt.Sprintf("user%04d", i)},
+			{Key: "email", Value: fmt.Sprintf("user%04d@example.com", i)}, {Key: "tags", Value: bson.A{"red", "green", "blue"}},
+			{Key: "group", Value: int32(i % 10)}, {Key: "score", Value: float64(i) * 1.5},
+			{Key: "bio", Value: strings.Repeat(fmt.Sprintf("member %d of the benchmark population. ", i), 20)}}
+	}
+	if _, err := coll.InsertMany(ctx, docs); err != nil {
+		b.Fatal(err)
+	}
+	defer coll.Drop(ctx)
+	for _, shape := range []string{"point", "find100"} {
+		for _, comp := range []string{"none", "snappy", "zstd", "zlib"} {
+			b.Run(shape+"/"+comp, func(b *testing.B) {
+				d := &tallyDialer{}
+				opts := options.Client().ApplyURI(uri).SetDialer(d).SetMaxPoolSize(1)
+				if comp != "none" {
+					opts.SetCompressors([]string{comp})
+				}
+				cli, err := mongo.Connect(opts)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer cli.Disconnect(ctx)
+				c := cli.Database("cx_bench_issue19").Collection("c")
+				op := func(i int) {
+					if shape == "point" {
+						var out bson.Raw
+						if err := c.FindOne(ctx, bson.D{{Key: "_id", Value: int32(i % 1000)}}).Decode(&out); err != nil {
+							b.Fatal(err)
+						}
+						return
+					}
+					cur, err := c.Find(ctx, bson.D{{Key: "group", Value: int32(i % 10)}}, options.Find().SetLimit(100).SetBatchSize(100))
+					if err != nil {
+						b.Fatal(err)
+					}
+					var out []bson.Raw
+					if err := cur.All(ctx, &out); err != nil || len(out) != 100 {
+						b.Fatalf("%d documents: %v", len(out), err)
+					}
+				}
+				op(0) // connect and handshake before the clock starts
+				d.mu.Lock()
+				d.sent, d.rx = frameTally{}, frameTally{}
+				d.mu.Unlock()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					op(i)
+				}
+				b.StopTimer()
+				sent, rx := d.snapshot()
+				b.ReportMetric(float64(sent.bytes+rx.bytes)/float64(b.N), "wireB/op")
+			})
 		}
 	}
 }
