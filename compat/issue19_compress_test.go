@@ -277,9 +277,16 @@ func helloCompression(t *testing.T, ctx context.Context, cli *mongo.Client, name
 	if err != nil {
 		t.Fatalf("%s %v: %v", name, offer, err)
 	}
+	if err := r.Validate(); err != nil {
+		t.Fatalf("hello reply is not valid BSON: %v", err)
+	}
 	v, err := r.LookupErr("compression")
 	if err != nil {
 		return nil
+	}
+	// mongod's hello has compression last, before ok.
+	if elems, _ := r.Elements(); len(elems) < 2 || elems[len(elems)-2].Key() != "compression" || elems[len(elems)-1].Key() != "ok" {
+		t.Fatalf("compression should come last before ok: %v", r)
 	}
 	vals, err := v.Array().Values()
 	if err != nil {

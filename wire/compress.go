@@ -532,26 +532,39 @@ func truthy(v bson.RawValue) bool {
 	return false
 }
 
-// appendStringArray appends the field key: [vals...] to the document doc.
+// appendStringArray adds the field key: [vals...] to the document doc,
+// before its ok field (where mongod's hello has compression), or at its end.
 func appendStringArray(doc bson.Raw, key string, vals []string) bson.Raw {
-	arr := make([]byte, 4, 64)
-	for i, v := range vals {
-		arr = append(arr, byte(bson.TypeString))
-		arr = fmt.Appendf(arr, "%d", i)
-		arr = append(arr, 0)
-		arr = binary.LittleEndian.AppendUint32(arr, uint32(len(v)+1))
-		arr = append(arr, v...)
-		arr = append(arr, 0)
+	at := len(doc) - 1
+	if elems, err := doc.Elements(); err == nil {
+		off := 4
+		for _, e := range elems {
+			if e.Key() == "ok" {
+				at = off
+				break
+			}
+			off += len(e)
+		}
 	}
-	arr = append(arr, 0)
-	binary.LittleEndian.PutUint32(arr, uint32(len(arr)))
-	out := make([]byte, 0, len(doc)+len(key)+2+len(arr))
-	out = append(out, doc[:len(doc)-1]...)
-	out = append(out, byte(bson.TypeArray))
-	out = append(out, key...)
-	out = append(out, 0)
-	out = append(out, arr...)
-	out = append(out, 0)
+	field := []byte{byte(bson.TypeArray)}
+	field = append(field, key...)
+	field = append(field, 0)
+	start := len(field)
+	field = append(field, 0, 0, 0, 0)
+	for i, v := range vals {
+		field = append(field, byte(bson.TypeString))
+		field = fmt.Appendf(field, "%d", i)
+		field = append(field, 0)
+		field = binary.LittleEndian.AppendUint32(field, uint32(len(v)+1))
+		field = append(field, v...)
+		field = append(field, 0)
+	}
+	field = append(field, 0)
+	binary.LittleEndian.PutUint32(field[start:], uint32(len(field)-start))
+	out := make([]byte, 0, len(doc)+len(field))
+	out = append(out, doc[:at]...)
+	out = append(out, field...)
+	out = append(out, doc[at:]...)
 	binary.LittleEndian.PutUint32(out, uint32(len(out)))
 	return out
 }
