@@ -164,7 +164,7 @@ func (c *conn) decompress(ctx context.Context, h Header, msg []byte) (Header, []
 			}
 			buf = getLarge(n)
 		} else {
-			buf = make([]byte, 0, unbudgeted)
+			buf = make([]byte, 0, smallBuf(cap(buf), n))
 		}
 		c.comp.zin = buf
 	}
@@ -301,6 +301,13 @@ func (c *conn) chargeBudget(ctx context.Context, n int64, length int) error {
 	return nil
 }
 
+// smallBuf is the capacity of a buffer, kept for the connection's life,
+// that must grow from old to hold n <= unbudgeted bytes: idle
+// connections keep no more than they have needed.
+func smallBuf(old, n int) int {
+	return min(unbudgeted, max(n, 2*old, 4096))
+}
+
 // maxCompressedLen bounds what compressing n bytes can produce.
 func maxCompressedLen(id byte, n int) int {
 	switch id {
@@ -332,7 +339,7 @@ func (c *conn) compressReply(msg []byte) []byte {
 			c.lim.held.Add(n)
 			buf = getLarge(bound)
 		} else {
-			buf = make([]byte, 0, unbudgeted)
+			buf = make([]byte, 0, smallBuf(cap(buf), bound))
 		}
 		c.comp.zout = buf
 	}
