@@ -29,6 +29,9 @@ type Config struct {
 	ServerInfo ServerInfo
 	// Reaper configures background TTL deletion.
 	Reaper ReaperConfig
+	// CommandMetrics counts commands, their latency and the documents they
+	// touch, for the metrics endpoint (metrics.go).
+	CommandMetrics bool
 }
 
 // ServerInfo is what the process around the engine knows: the command line,
@@ -75,6 +78,8 @@ type Engine struct {
 
 	params serverParams // runtime server parameters (setParameter)
 
+	cmdMetrics *commandMetrics // nil unless Config.CommandMetrics (metrics.go)
+
 	stop   chan struct{}
 	wg     sync.WaitGroup
 	closed atomic.Bool
@@ -107,6 +112,9 @@ func Open(cfg Config) (*Engine, error) {
 		c.ensureStats()
 	}
 	e.prof = newProfiler()
+	if cfg.CommandMetrics {
+		e.cmdMetrics = newCommandMetrics()
+	}
 	if err := e.seedSystemVersion(); err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -50,6 +51,9 @@ type Config struct {
 	// durable: the most a crash can lose of writes acknowledged without
 	// j/fsync (mongod's journalCommitInterval: 1 to 500 ms, default 100).
 	JournalCommitInterval time.Duration
+	// MetricsListen is the address of the Prometheus /metrics, /healthz
+	// and /readyz listener ("" = none; see metrics.go).
+	MetricsListen string
 }
 
 // Bounds of JournalCommitInterval, as mongod's --journalCommitInterval.
@@ -71,6 +75,9 @@ type Server struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	metrics *metricsServer // nil without Config.MetricsListen
+	ready   atomic.Bool    // serving, not shutting down (for /readyz)
 }
 
 // errAddrInUse is the listen error for a taken port.
@@ -159,7 +166,8 @@ func Start(cfg Config) (*Server, error) {
 				return st.Current, st.TotalCreated, st.BytesIn, st.BytesOut, st.NumRequests
 			},
 		},
-		Reaper: engine.ReaperConfig{Rate: cfg.ReaperRate},
+		Reaper:         engine.ReaperConfig{Rate: cfg.ReaperRate},
+		CommandMetrics: cfg.MetricsListen != "",
 	})
 	if err != nil {
 		ln.Close()
@@ -168,7 +176,16 @@ func Start(cfg Config) (*Server, error) {
 	}
 	s.engine = eng
 	s.wire = wire.NewServer(eng, wire.Options{Logger: log.Named("wire")})
+	if cfg.MetricsListen != "" {
+		if s.metrics, err = startMetrics(s, cfg.MetricsListen); err != nil {
+			ln.Close()
+			eng.Close()
+			store.Close()
+			return nil, err
+		}
+	}
 	go func() { s.served <- s.wire.Serve(ln) }()
+	s.ready.Store(true)
 	log.Info("waiting for connections", zap.String("address", s.Addr()), zap.String("dbpath", dir), zap.Bool("inMemory", cfg.InMemory))
 	return s, nil
 }
@@ -197,6 +214,7 @@ func (s *Server) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	var errs []error
+	s.ready.Store(false)
 	if err := s.wire.Shutdown(ctx); err != nil {
 		s.log.Warn("requests still running at shutdown were cut off", zap.Error(err))
 	}
@@ -208,6 +226,9 @@ func (s *Server) close() error {
 	}
 	if err := s.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing the store: %w", err))
+	}
+	if s.metrics != nil {
+		s.metrics.close()
 	}
 	s.log.Info("shutdown complete")
 	return errors.Join(errs...)

@@ -54,6 +54,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		reaperRate = fs.Int("reaper-rate", 0, "maximum TTL deletions per second (0 = unlimited)")
 		commitMS   = fs.Int("journalCommitInterval", 100, "milliseconds between syncs of the write-ahead log (1-500): the most a crash loses of writes acknowledged without j: true")
 		version    = fs.Bool("version", false, "print the version and exit")
+		metrics    = fs.String("metrics-listen", "", "address (host:port) to serve Prometheus /metrics, /healthz and /readyz on (empty = off)")
 	)
 	fs.StringVar(bind, "bind_ip", "127.0.0.1", "same as --bind (mongod's spelling)")
 	// --help goes to stdout (it was asked for); usage after a flag error
@@ -115,6 +116,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Bind: *bind, Port: *port, DBPath: *dbpath, Logger: log, ReaperRate: *reaperRate,
 		Argv: args, Parsed: parsed, ShutdownTimeout: shutdownTimeout,
 		JournalCommitInterval: time.Duration(*commitMS) * time.Millisecond,
+		MetricsListen:         *metrics,
 	})
 	if err != nil {
 		log.Error("startup failed", zap.Error(err))
