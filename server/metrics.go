@@ -60,6 +60,7 @@ func startMetrics(s *Server, addr string) (*metricsServer, error) {
 	})
 	m := &metricsServer{ln: ln, done: make(chan struct{}),
 		http: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+	s.log.Info("serving metrics", zap.String("address", ln.Addr().String()), zap.Strings("paths", []string{"/metrics", "/healthz", "/readyz"}))
 	go func() {
 		defer close(m.done)
 		if err := m.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
