@@ -2,8 +2,11 @@ package compat
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -335,5 +338,43 @@ func TestIssue19MetricsTwoServers(t *testing.T) {
 	_, err = server.Start(server.Config{Bind: "127.0.0.1", Port: 0, InMemory: true, MetricsListen: srv2.MetricsAddr()})
 	if err == nil || !strings.Contains(err.Error(), "metrics") {
 		t.Errorf("start on a taken metrics address: %v, want an error naming the metrics listener", err)
+	}
+}
+
+// Every series the Grafana dashboard plots is one the server exports.
+func TestIssue19MetricsDashboard(t *testing.T) {
+	e, base := metricsTarget(t)
+	e.insert("d", bson.D{{Key: "_id", Value: 1}})
+	_ = e.runErr(bson.D{{Key: "find", Value: "d"}, {Key: "filter", Value: bson.D{{Key: "$bogus", Value: 1}}}})
+	s := scrapeMetrics(t, base)
+	b, err := os.ReadFile("../scripts/grafana/mayfly-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatalf("dashboard JSON: %v", err)
+	}
+	if len(dash.Panels) < 5 {
+		t.Fatalf("dashboard has %d panels", len(dash.Panels))
+	}
+	names := regexp.MustCompile(`mayfly_[a-z0-9_]+`)
+	for _, p := range dash.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			for _, n := range names.FindAllString(tg.Expr, -1) {
+				fam := strings.TrimSuffix(n, "_bucket")
+				if s[fam] == nil {
+					t.Errorf("panel %q plots %s, which /metrics does not export", p.Title, n)
+				}
+			}
+		}
 	}
 }
