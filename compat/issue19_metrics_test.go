@@ -3,6 +3,7 @@ package compat
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -376,5 +377,50 @@ func TestIssue19MetricsDashboard(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// Scrapes racing with Close neither crash the server nor read a closed
+// store (run with -race), and /metrics keeps answering 200 until the
+// listener closes.
+func TestIssue19MetricsScrapeDuringClose(t *testing.T) {
+	e, base := metricsTarget(t)
+	e.create("t", dttl(int32(10)))
+	e.insert("t", bson.D{{Key: "_id", Value: 1}})
+	e.advance(20 * sec)
+	srv := e.tg.srv
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		cl := &http.Client{Timeout: 10 * time.Second}
+		for {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			for _, p := range []string{"/metrics", "/readyz"} {
+				resp, err := cl.Get(base + p)
+				if err != nil {
+					continue // the listener closes at the end of Close
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if p == "/metrics" && resp.StatusCode != http.StatusOK {
+					done <- fmt.Errorf("/metrics answered %d", resp.StatusCode)
+					return
+				}
+			}
+		}
+	}()
+	time.Sleep(20 * time.Millisecond)
+	_ = e.cli.Disconnect(context.Background())
+	if err := srv.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Error(err)
 	}
 }

@@ -94,6 +94,14 @@ func (s *Server) Ready() bool {
 	return s.ready.Load() && s.engine.IsOpen() && s.store.IsOpen()
 }
 
+// waitScrapes waits for scrapes reading the store; Close calls it once
+// Ready is false, before closing the engine and the store, so that later
+// scrapes leave the store alone.
+func (s *Server) waitScrapes() {
+	s.scrapeMu.Lock()
+	defer s.scrapeMu.Unlock()
+}
+
 func desc(name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc("mayfly_"+name, help, labels, nil)
 }
@@ -215,7 +223,11 @@ func (c *mayflyCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descL0Files, float64(pm.L0Files))
 	}
 
-	if e.IsOpen() {
+	// The TTL backlog is counted from the store's expiry index: only while
+	// the server is ready, and Close waits for such a scrape (waitScrapes).
+	s.scrapeMu.RLock()
+	defer s.scrapeMu.RUnlock()
+	if s.Ready() {
 		tf := e.TTLFigures()
 		gauge(descTTLCollections, float64(tf.CollectionsWithTTL))
 		gauge(descTTLBacklog, float64(tf.ExpiredBacklog))

@@ -78,6 +78,8 @@ type Server struct {
 
 	metrics *metricsServer // nil without Config.MetricsListen
 	ready   atomic.Bool    // serving, not shutting down (for /readyz)
+	// scrapeMu keeps scrapes that read the store apart from Close.
+	scrapeMu sync.RWMutex
 }
 
 // errAddrInUse is the listen error for a taken port.
@@ -221,6 +223,7 @@ func (s *Server) close() error {
 	if err := <-s.served; err != nil && !errors.Is(err, wire.ErrServerClosed) {
 		errs = append(errs, err)
 	}
+	s.waitScrapes()
 	if err := s.engine.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing the engine: %w", err))
 	}
