@@ -129,6 +129,19 @@ func newClockEnv(t *testing.T) *env {
 	return makeEnv(t, tg, true)
 }
 
+// newParamEnv is for tests that change server-wide settings
+// (setParameter): in-process each gets a private server. Against MAYFLY_URI
+// such a test would change the settings under every other test running in
+// parallel on that server, so it runs only in-process (go test ./compat/
+// in the test command).
+func newParamEnv(t *testing.T) *env {
+	t.Helper()
+	if externalURI != "" {
+		t.Skip("changes server-wide parameters: runs only against a private in-process server")
+	}
+	return newClockEnv(t)
+}
+
 func makeEnv(t *testing.T, tg *target, private bool) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -76,7 +76,7 @@ func issue21Cmd(e *env, cmd bson.D) []bson.Raw {
 // $group, $bucketAuto) instead of failing with 292; allowDiskUse: false
 // still refuses; allowDiskUseByDefault is a runtime server parameter.
 func TestIssue21AllowDiskUseByDefault(t *testing.T) {
-	e := newClockEnv(t)
+	e := newParamEnv(t)
 	got := e.admin(bson.D{{Key: "getParameter", Value: 1}, {Key: "allowDiskUseByDefault", Value: 1}})
 	valEq(t, got, "allowDiskUseByDefault", true)
 	issue21SetParams(e, bson.D{
@@ -320,7 +320,7 @@ func TestIssue21RunawayExpressionStopsAtMaxTimeMS(t *testing.T) {
 // (146, "<op> used too much memory and cannot spill to disk"), and an array
 // doubled by $concatArrays in a $reduce fails instead of exhausting memory.
 func TestIssue21ExpressionLimits(t *testing.T) {
-	e := newClockEnv(t)
+	e := newParamEnv(t)
 	var docs []any
 	for i := 0; i < 100; i++ {
 		docs = append(docs, bson.D{{Key: "_id", Value: int32(i)}, {Key: "y", Value: fmt.Sprintf("string %d", i%5)}})
@@ -444,7 +444,7 @@ func TestIssue21ResultSizeAndSetOperators(t *testing.T) {
 // of $setWindowFields' partitions does spill.
 func TestIssue21NonSpillingStagesKeepTheirLimit(t *testing.T) {
 	mayflyOnly(t) // the window and densify limits are mayfly's stage limit
-	e := newClockEnv(t)
+	e := newParamEnv(t)
 	pad := strings.Repeat("p", 200)
 	var docs []any
 	for i := 0; i < 200; i++ {

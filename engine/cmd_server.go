@@ -460,6 +460,14 @@ func (e *Engine) connStats() (current, totalCreated, bytesIn, bytesOut, numReque
 	return e.info.ConnStats()
 }
 
+// maxConns is what connections.available counts down from.
+func (e *Engine) maxConns() int64 {
+	if e.info.MaxConns > 0 {
+		return e.info.MaxConns
+	}
+	return maxIncomingConnections
+}
+
 // hostPort is serverStatus.host: the machine's name and the port, as
 // mongod reports it (not the bind address, which may be 0.0.0.0).
 func (e *Engine) hostPort() string {
@@ -499,7 +507,7 @@ func cmdServerStatus(e *Engine, r *Request) (bson.D, error) {
 	}
 	add("connections", bson.D{
 		{Key: "current", Value: srvIntValue(cur)},
-		{Key: "available", Value: srvIntValue(maxIncomingConnections - cur)},
+		{Key: "available", Value: srvIntValue(e.maxConns() - cur)},
 		{Key: "totalCreated", Value: srvIntValue(total)},
 	})
 	add("mem", bson.D{

@@ -44,6 +44,10 @@ type ServerInfo struct {
 	// ConnStats returns current and total-created connection counts and
 	// network byte/request counters.
 	ConnStats func() (current, totalCreated, bytesIn, bytesOut, numRequests int64)
+	// MaxConns is the wire layer's effective connection limit, which
+	// serverStatus's connections.available counts down from (0: mongod's
+	// default).
+	MaxConns int64
 }
 
 // Engine is one mayfly database instance.

@@ -51,6 +51,14 @@ type Config struct {
 	// durable: the most a crash can lose of writes acknowledged without
 	// j/fsync (mongod's journalCommitInterval: 1 to 500 ms, default 100).
 	JournalCommitInterval time.Duration
+	// MaxConns is --maxConns: connections beyond it are closed right after
+	// accept (0: mongod's default, 1000000, capped at 80% of the open-file
+	// limit).
+	MaxConns int
+	// WireLimits are the other per-connection limits (frame and write
+	// timeouts, memory budget); its MaxConns is overridden by MaxConns
+	// when that is set.
+	WireLimits wire.Limits
 	// MetricsListen is the address of the Prometheus /metrics, /healthz
 	// and /readyz listener ("" = none; see metrics.go).
 	MetricsListen string
@@ -154,6 +162,10 @@ func Start(cfg Config) (*Server, error) {
 	s.store = store
 
 	tcp := ln.Addr().(*net.TCPAddr)
+	lim := cfg.WireLimits
+	if cfg.MaxConns != 0 {
+		lim.MaxConns = cfg.MaxConns
+	}
 	eng, err := engine.Open(engine.Config{
 		KV:     store,
 		Logger: log,
@@ -167,6 +179,7 @@ func Start(cfg Config) (*Server, error) {
 				st := s.wire.Stats()
 				return st.Current, st.TotalCreated, st.BytesIn, st.BytesOut, st.NumRequests
 			},
+			MaxConns: int64(wire.EffectiveMaxConns(lim.MaxConns)),
 		},
 		Reaper:         engine.ReaperConfig{Rate: cfg.ReaperRate},
 		CommandMetrics: cfg.MetricsListen != "",
@@ -177,7 +190,7 @@ func Start(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("cannot open the database in %s: %w", dir, err)
 	}
 	s.engine = eng
-	s.wire = wire.NewServer(eng, wire.Options{Logger: log.Named("wire")})
+	s.wire = wire.NewServer(eng, wire.Options{Logger: log.Named("wire"), Limits: lim})
 	if cfg.MetricsListen != "" {
 		if s.metrics, err = startMetrics(s, cfg.MetricsListen); err != nil {
 			ln.Close()

@@ -108,40 +108,12 @@ func (e *FrameError) Error() string { return e.Err.Error() }
 var ErrTruncated = errors.New("wire: stream ended inside a message")
 
 // ReadMessage reads one whole message (header included) from r into buf,
-// growing it if needed, and returns the message bytes, which alias the
+// growing it as the bytes arrive, and returns the message bytes, which alias the
 // returned buffer. io.EOF means the peer closed cleanly between messages;
 // ErrTruncated that it closed inside one; *FrameError that the length field
 // is unusable.
 func ReadMessage(r io.Reader, buf []byte) (Header, []byte, error) {
-	if cap(buf) < HeaderLen {
-		buf = make([]byte, 0, 4096)
-	}
-	buf = buf[:HeaderLen]
-	if _, err := io.ReadFull(r, buf); err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return Header{}, buf, ErrTruncated
-		}
-		return Header{}, buf, err
-	}
-	h := parseHeader(buf)
-	if h.Length < HeaderLen || h.Length > MaxMessageSize {
-		return h, buf, &FrameError{Header: h, HeaderRead: true, Err: mongoerr.New(mongoerr.ProtocolError,
-			"recv(): message msgLen %d is invalid. Min %d Max: %d", h.Length, HeaderLen, MaxMessageSize)}
-	}
-	n := int(h.Length)
-	if cap(buf) < n {
-		nb := make([]byte, n)
-		copy(nb, buf[:HeaderLen])
-		buf = nb
-	}
-	buf = buf[:n]
-	if _, err := io.ReadFull(r, buf[HeaderLen:]); err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return h, buf, ErrTruncated
-		}
-		return h, buf, err
-	}
-	return h, buf, nil
+	return readMessage(r, buf, nil)
 }
 
 // opName names an opcode for logs.

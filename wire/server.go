@@ -24,6 +24,8 @@ var ErrServerClosed = errors.New("wire: server closed")
 type Options struct {
 	// Logger receives connection and protocol events; nil means no logs.
 	Logger *zap.Logger
+	// Limits bound connections and their memory (see Limits).
+	Limits Limits
 }
 
 // Stats are the wire layer's counters, as serverStatus reports them under
@@ -44,6 +46,7 @@ type Stats struct {
 type Server struct {
 	handler Handler
 	log     *zap.Logger
+	lim     serverLimits
 
 	baseCtx    context.Context
 	cancelBase context.CancelFunc
@@ -70,10 +73,12 @@ func NewServer(h Handler, opts Options) *Server {
 		log = zap.NewNop()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{
+	s := &Server{
 		handler: h, log: log, baseCtx: ctx, cancelBase: cancel,
 		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
 	}
+	s.initLimits(opts.Limits)
+	return s
 }
 
 // Stats returns the current counters.
@@ -121,11 +126,17 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		backoff = 0
 		c := &conn{srv: s, nc: nc, id: s.nextConnID.Add(1)}
+		c.initLimits() // before the connection is visible to shed
 		s.mu.Lock()
 		if s.closing {
 			s.mu.Unlock()
 			nc.Close()
 			return ErrServerClosed
+		}
+		if n := len(s.conns); n >= s.lim.MaxConns {
+			s.mu.Unlock()
+			s.refuse(nc, n)
+			continue
 		}
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()
@@ -233,7 +244,7 @@ const (
 	ioBufSize = 16 << 10
 	// maxPooledBuf caps what goes back to the pool, so one 48 MB message
 	// does not keep 48 MB alive for the life of the process.
-	maxPooledBuf = 1 << 20
+	maxPooledBuf = unbudgeted
 )
 
 var (
@@ -257,6 +268,7 @@ type conn struct {
 	nc   net.Conn
 	id   int64
 	info ConnInfo
+	lim  connLimits
 	// active is set while a request is being read or handled; guarded by
 	// srv.mu. Shutdown closes only connections that are not active.
 	active bool
@@ -280,9 +292,9 @@ func (c *conn) serve() {
 	log := s.log.With(zap.Int64("connectionId", c.id), zap.String("remote", c.info.RemoteAddr))
 	log.Info("connection accepted", zap.Int64("connectionCount", s.current.Load()))
 	c.br = readerPool.Get().(*bufio.Reader)
-	c.br.Reset(c.nc)
+	c.br.Reset(c.lim.tc)
 	c.bw = writerPool.Get().(*bufio.Writer)
-	c.bw.Reset(c.nc)
+	c.bw.Reset(c.lim.tc)
 	ctx, cancel := context.WithCancel(s.baseCtx)
 	defer func() {
 		cancel()
@@ -291,6 +303,7 @@ func (c *conn) serve() {
 		readerPool.Put(c.br)
 		c.bw.Reset(nil)
 		writerPool.Put(c.bw)
+		c.releaseBudget()
 		s.removeConn(c)
 		if o, ok := s.handler.(ConnObserver); ok {
 			o.ConnClosed(&c.info)
@@ -300,6 +313,7 @@ func (c *conn) serve() {
 
 	in, out := getBuf(), getBuf()
 	defer func() { putBuf(in); putBuf(out) }()
+	c.lim.out = out
 	for {
 		// Idle until the first byte of the next message arrives.
 		if _, err := c.br.Peek(1); err != nil {
@@ -311,7 +325,7 @@ func (c *conn) serve() {
 		if !c.setActive(true) {
 			return // shutting down: do not start a new request
 		}
-		h, msg, err := ReadMessage(c.br, *in)
+		h, msg, err := c.readMessage(ctx, *in)
 		*in = msg[:0]
 		if err == nil {
 			s.bytesIn.Add(int64(len(msg)))
@@ -324,9 +338,7 @@ func (c *conn) serve() {
 		}
 		s.numRequests.Add(1)
 		keep := c.handle(ctx, log, h, msg, out)
-		if cap(*in) > maxPooledBuf { // drop a huge buffer as soon as it has served
-			*in = make([]byte, 0, ioBufSize)
-		}
+		c.afterRequest(in, out) // large buffers are dropped and their budget returned
 		c.setActive(false)
 		if !keep || s.isClosing() {
 			return
@@ -355,7 +367,7 @@ func (c *conn) frameFailed(log *zap.Logger, h Header, err error) {
 	case errors.Is(err, ErrTruncated):
 		log.Warn("connection closed inside a message", zap.Int32("msgLen", h.Length), zap.Int32("opCode", h.OpCode))
 	default:
-		log.Debug("read failed", zap.Error(err))
+		logIOFailure(log, "read", &c.srv.lim, err)
 	}
 }
 
@@ -420,7 +432,11 @@ func (c *conn) call(ctx context.Context, log *zap.Logger, req *Request) (reply b
 			reply = marshalReply(mongoerr.New(mongoerr.InternalError, "internal error: %v", p).Reply())
 		}
 	}()
+	if err := c.admit(ctx); err != nil {
+		return marshalReply(mongoerr.From(err).Reply())
+	}
 	reply = c.srv.handler.Handle(ctx, req)
+	c.chargeReply(len(reply))
 	// Only the frame of the reply is checked: the handler built it with
 	// the bson package, and re-walking every reply would cost more than
 	// it could catch.
@@ -441,7 +457,7 @@ func (c *conn) write(log *zap.Logger, msg []byte) bool {
 	}
 	c.srv.bytesOut.Add(int64(n))
 	if err != nil {
-		log.Debug("write failed", zap.Error(err))
+		logIOFailure(log, "write", &c.srv.lim, err)
 		return false
 	}
 	return true

@@ -23,6 +23,7 @@ import (
 	"github.com/mayflydb/mayfly/engine"
 	"github.com/mayflydb/mayfly/server"
 	"github.com/mayflydb/mayfly/storage/pebblekv"
+	"github.com/mayflydb/mayfly/wire"
 )
 
 // Exit codes. mongod's are reused where it has one, so that supervisors
@@ -53,6 +54,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		logFormat  = fs.String("log-format", "console", "log format: json|console")
 		reaperRate = fs.Int("reaper-rate", 0, "maximum TTL deletions per second (0 = unlimited)")
 		commitMS   = fs.Int("journalCommitInterval", 100, "milliseconds between syncs of the write-ahead log (1-500): the most a crash loses of writes acknowledged without j: true")
+		maxConns   = fs.Int("maxConns", wire.DefaultMaxConns, "maximum number of simultaneous connections (at most 80% of the open-file limit)")
 		version    = fs.Bool("version", false, "print the version and exit")
 		metrics    = fs.String("metrics-listen", "", "address (host:port) to serve Prometheus /metrics, /healthz and /readyz on (empty = off)")
 	)
@@ -94,6 +96,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mayfly: invalid --journalCommitInterval %d: must be between 1 and 500 milliseconds\n", *commitMS)
 		return exitBadOptions
 	}
+	maxConnsSet := isFlagSet(fs, "maxConns")
+	if maxConnsSet && *maxConns < wire.MinMaxConns {
+		// mongod refuses the same, as BadValue at startup.
+		fmt.Fprintf(stderr, "mayfly: maxConns has to be at least %d\n", wire.MinMaxConns)
+		return exitBadOptions
+	}
 	log, err := newLogger(*logLevel, *logFormat, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "mayfly: %v\n", err)
@@ -108,12 +116,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if isFlagSet(fs, "journalCommitInterval") {
 		parsed["storage.journal.commitIntervalMs"] = int32(*commitMS)
 	}
+	if maxConnsSet {
+		parsed["net.maxIncomingConnections"] = int32(*maxConns)
+	}
 	// Signals are caught before startup so that one arriving while the
 	// store opens still ends in a clean shutdown, not a kill.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	srv, err := server.Start(server.Config{
-		Bind: *bind, Port: *port, DBPath: *dbpath, Logger: log, ReaperRate: *reaperRate,
+		Bind: *bind, Port: *port, DBPath: *dbpath, Logger: log, ReaperRate: *reaperRate, MaxConns: *maxConns,
 		Argv: args, Parsed: parsed, ShutdownTimeout: shutdownTimeout,
 		JournalCommitInterval: time.Duration(*commitMS) * time.Millisecond,
 		MetricsListen:         *metrics,
