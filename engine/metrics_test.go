@@ -1,10 +1,15 @@
 package engine
 
 import (
+	"bytes"
+	"context"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mayflydb/mayfly/storage/pebblekv"
+	"github.com/mayflydb/mayfly/wire"
 )
 
 func metricsFindReply() bson.D {
@@ -51,4 +56,45 @@ func BenchmarkIssue19MetricsObserve(b *testing.B) {
 			m.observe("find", 300*time.Microsecond, body, nil)
 		}
 	})
+}
+
+// BenchmarkIssue19MetricsHandlePointRead is a point read through Handle
+// (decode, dispatch, find, encode) with command metrics off and on.
+func BenchmarkIssue19MetricsHandlePointRead(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		name := map[bool]string{false: "off", true: "on"}[on]
+		b.Run(name, func(b *testing.B) {
+			kv, err := pebblekv.Open("", pebblekv.Options{InMemory: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer kv.Close()
+			e, err := Open(Config{KV: kv, CommandMetrics: on, Reaper: ReaperConfig{Disabled: true}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Close()
+			ctx := context.Background()
+			conn := &wire.ConnInfo{}
+			docs := bson.A{}
+			for i := 0; i < 1000; i++ {
+				docs = append(docs, bson.D{{Key: "_id", Value: int32(i)}, {Key: "pad", Value: "0123456789abcdef0123456789abcdef"}})
+			}
+			ins, _ := bson.Marshal(bson.D{{Key: "insert", Value: "p"}, {Key: "documents", Value: docs}, {Key: "$db", Value: "bench"}})
+			e.Handle(ctx, &wire.Request{Conn: conn, Command: ins})
+			reqs := make([]bson.Raw, 1000)
+			for i := range reqs {
+				reqs[i], _ = bson.Marshal(bson.D{{Key: "find", Value: "p"}, {Key: "filter", Value: bson.D{{Key: "_id", Value: int32(i)}}},
+					{Key: "limit", Value: int32(1)}, {Key: "singleBatch", Value: true}, {Key: "$db", Value: "bench"}})
+			}
+			if rep := e.Handle(ctx, &wire.Request{Conn: conn, Command: reqs[7]}); !bytes.Contains(rep, []byte("0123456789abcdef")) {
+				b.Fatalf("point read found nothing: %v", rep)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				e.Handle(ctx, &wire.Request{Conn: conn, Command: reqs[i%len(reqs)]})
+			}
+		})
+	}
 }
