@@ -59,6 +59,8 @@ type Config struct {
 	// timeouts, memory budget); its MaxConns is overridden by MaxConns
 	// when that is set.
 	WireLimits wire.Limits
+	// TLS is mongod's net.tls (see tls.go); the zero value is disabled.
+	TLS TLSOptions
 	// MetricsListen is the address of the Prometheus /metrics, /healthz
 	// and /readyz listener ("" = none; see metrics.go).
 	MetricsListen string
@@ -119,9 +121,15 @@ func Start(cfg Config) (*Server, error) {
 		if !cfg.InMemory {
 			cfg.Parsed["storage.dbPath"] = cfg.DBPath
 		}
+		cfg.TLS.AddParsed(cfg.Parsed)
 	}
 	log := cfg.Logger
 	s := &Server{cfg: cfg, log: log, served: make(chan error, 1)}
+
+	tlsCfg, tlsMode, err := cfg.TLS.load(time.Now())
+	if err != nil {
+		return nil, err
+	}
 
 	// Listen first: a taken port is the most common startup failure and
 	// is cheaper to report before the store has been opened and replayed.
@@ -199,7 +207,7 @@ func Start(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	go func() { s.served <- s.wire.Serve(ln) }()
+	go func() { s.served <- s.wire.Serve(wire.NewTLSListener(ln, tlsCfg, tlsMode, log.Named("tls"))) }()
 	s.ready.Store(true)
 	log.Info("waiting for connections", zap.String("address", s.Addr()), zap.String("dbpath", dir), zap.Bool("inMemory", cfg.InMemory))
 	return s, nil

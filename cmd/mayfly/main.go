@@ -59,6 +59,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		metrics    = fs.String("metrics-listen", "", "address (host:port) to serve Prometheus /metrics, /healthz and /readyz on (empty = off)")
 	)
 	fs.StringVar(bind, "bind_ip", "127.0.0.1", "same as --bind (mongod's spelling)")
+	tlsOpts := tlsFlags(fs)
 	// --help goes to stdout (it was asked for); usage after a flag error
 	// goes to stderr. flag prints usage itself before returning ErrHelp, so
 	// the writer is chosen up front.
@@ -102,6 +103,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mayfly: maxConns has to be at least %d\n", wire.MinMaxConns)
 		return exitBadOptions
 	}
+	if err := tlsOpts.Validate(); err != nil {
+		fmt.Fprintf(stderr, "mayfly: %v\n", err)
+		return exitBadOptions
+	}
 	log, err := newLogger(*logLevel, *logFormat, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "mayfly: %v\n", err)
@@ -119,6 +124,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if maxConnsSet {
 		parsed["net.maxIncomingConnections"] = int32(*maxConns)
 	}
+	tlsOpts.AddParsed(parsed)
 	// Signals are caught before startup so that one arriving while the
 	// store opens still ends in a clean shutdown, not a kill.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -127,6 +133,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Bind: *bind, Port: *port, DBPath: *dbpath, Logger: log, ReaperRate: *reaperRate, MaxConns: *maxConns,
 		Argv: args, Parsed: parsed, ShutdownTimeout: shutdownTimeout,
 		JournalCommitInterval: time.Duration(*commitMS) * time.Millisecond,
+		TLS:                   *tlsOpts,
 		MetricsListen:         *metrics,
 	})
 	if err != nil {
