@@ -351,19 +351,27 @@ func (g *diskGuard) setRefusing(on bool, avail int64) {
 	}
 }
 
-// admit decides whether a batch of size bytes may commit. Batches that
-// only delete, and those marked essential, may use half of the reserve
-// (deleting is how space is freed, and a tiny bookkeeping write must not
-// fail); every write is refused after an ENOSPC until space is measured.
-func (g *diskGuard) admit(size int, reserve bool) error {
+// Classes of batches, by how far into the free-space margin they may go.
+const (
+	admitWrite     = iota // anything that stores data: refused below MinFree
+	admitDelete           // only deletes (frees space): down to MinFree/2
+	admitEssential        // tiny bookkeeping (the expiry clock's lease): until the disk is full
+)
+
+// admit decides whether a batch of size bytes may commit. Every write is
+// refused after an ENOSPC until a measurement finds space again.
+func (g *diskGuard) admit(size int, class int) error {
 	cost := int64(size) * writeAmplification
 	floor := g.minFree
-	if reserve {
+	switch class {
+	case admitDelete:
 		floor = g.minFree / 2
+	case admitEssential:
+		floor = 0
 	}
 	avail := g.avail.Load()
 	if g.emergency.Load() || avail-cost < floor || avail <= 0 {
-		if !reserve {
+		if class == admitWrite {
 			g.setRefusing(true, avail)
 		}
 		return OutOfDiskSpace(avail, g.minFree)

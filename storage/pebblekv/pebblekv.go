@@ -539,7 +539,7 @@ func (b *batch) DeleteRange(lo, hi []byte) error { return b.b.DeleteRange(lo, hi
 
 // MarkEssential lets a small bookkeeping batch (the expiry clock's
 // high-water mark) commit while ordinary writes are refused for lack of
-// disk space, down to half the free-space threshold.
+// disk space, until the disk is actually full.
 func (b *batch) MarkEssential() { b.essential = true }
 
 // Commit applies the batch. With sync it returns after the WAL fsync
@@ -555,7 +555,13 @@ func (b *batch) Commit(sync bool) error {
 		return ErrClosed
 	}
 	if g := b.s.guard; g != nil {
-		if err := g.admit(b.b.Len(), !b.hasSet || b.essential); err != nil {
+		class := admitWrite
+		if b.essential {
+			class = admitEssential
+		} else if !b.hasSet {
+			class = admitDelete
+		}
+		if err := g.admit(b.b.Len(), class); err != nil {
 			return err
 		}
 	}
