@@ -66,6 +66,10 @@ func TestIssue21DiskFullRefusesWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	tmp := cli.Database("disk").Collection("tmp")
+	if _, err := tmp.InsertOne(ctx, bson.D{{Key: "_id", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
 	// 200 MiB free: below 256 MiB. Within a measurement (1 s) inserts fail.
 	avail.Store(200 << 20)
 	var refused error
@@ -128,6 +132,9 @@ func TestIssue21DiskFullRefusesWrites(t *testing.T) {
 	}
 
 	// Deleting frees space: allowed above half the threshold (128 MiB).
+	if err := tmp.Drop(ctx); err != nil {
+		t.Fatalf("drop above half the threshold: %v", err)
+	}
 	res, err := coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: 1}})
 	if err != nil || res.DeletedCount != 1 {
 		t.Fatalf("delete above half the threshold: %v %v", res, err)

@@ -16,12 +16,16 @@ package pebblekv
 //     writes resume: no restart.
 //  2. An emergency ballast file (auxiliary/EMERGENCY_BALLAST, as CockroachDB
 //     keeps one) reserves space the operator can delete to get going again.
-//  3. If a write reaches the filesystem anyway and fails with ENOSPC (the
-//     disk filled faster than the watcher measures, or another process filled
-//     it), the filesystem wrapper (vfs.OnDiskFull) calls onDiskFull before
-//     the write is retried once: it deletes the ballast if there is one, and
-//     otherwise holds the write until space is freed, instead of letting
-//     Pebble see the error and exit. Writes are refused meanwhile.
+//  3. If a write to the WAL or the MANIFEST reaches the filesystem anyway
+//     and fails with ENOSPC (the disk filled faster than the watcher
+//     measures, or another process filled it), the filesystem wrapper
+//     (guardFS) calls onDiskFull before retrying the write once: it deletes
+//     the ballast if there is one, and otherwise holds the write until space
+//     is freed, instead of letting Pebble see the error and exit. Writes are
+//     refused meanwhile. (Like vfs.OnDiskFull, but only for the files whose
+//     failure is fatal: a flush or compaction that fails for lack of space
+//     is retried by Pebble later and must not consume the ballast or hold
+//     the filesystem.)
 
 import (
 	"errors"
@@ -33,6 +37,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -186,6 +191,8 @@ type diskGuard struct {
 	opening atomic.Bool
 	closing atomic.Bool
 	statErr atomic.Bool
+	// fullMu serialises onDiskFull (and guards ballast after startup).
+	fullMu sync.Mutex
 
 	stop    chan struct{}
 	done    chan struct{}
@@ -387,6 +394,8 @@ func (g *diskGuard) admit(size int, class int) error {
 // until a measurement finds space (half of MinFree, at least 1 MiB), or
 // the store closes.
 func (g *diskGuard) onDiskFull() {
+	g.fullMu.Lock()
+	defer g.fullMu.Unlock()
 	g.emergency.Store(true)
 	g.setRefusing(true, 0)
 	if g.ballast != "" {
@@ -429,4 +438,84 @@ func (g *diskGuard) close() {
 			<-g.done
 		}
 	})
+}
+
+// guardFS hands the files whose failed writes Pebble cannot survive (the
+// write-ahead log, the MANIFEST and its marker files) a second chance
+// after onDiskFull when a write or create fails with ENOSPC.
+type guardFS struct {
+	vfs.FS
+	g *diskGuard
+}
+
+// criticalFile reports whether name is a WAL segment, a MANIFEST or a
+// marker file (which names the current MANIFEST).
+func criticalFile(name string) bool {
+	b := filepath.Base(name)
+	return strings.HasSuffix(b, ".log") || strings.HasPrefix(b, "MANIFEST-") || strings.HasPrefix(b, "marker.")
+}
+
+func isENOSPC(err error) bool { return err != nil && errors.Is(err, syscall.ENOSPC) }
+
+func (fs *guardFS) wrap(name string, f vfs.File, err error) (vfs.File, error) {
+	if err != nil || !criticalFile(name) {
+		return f, err
+	}
+	return &guardFile{File: f, g: fs.g}, nil
+}
+
+func (fs *guardFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.Create(name, c)
+	if isENOSPC(err) && criticalFile(name) {
+		fs.g.onDiskFull()
+		f, err = fs.FS.Create(name, c)
+	}
+	return fs.wrap(name, f, err)
+}
+
+func (fs *guardFS) ReuseForWrite(old, name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.ReuseForWrite(old, name, c)
+	if isENOSPC(err) && criticalFile(name) {
+		fs.g.onDiskFull()
+		f, err = fs.FS.ReuseForWrite(old, name, c)
+	}
+	return fs.wrap(name, f, err)
+}
+
+func (fs *guardFS) OpenReadWrite(name string, c vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
+	f, err := fs.FS.OpenReadWrite(name, c, opts...)
+	return fs.wrap(name, f, err)
+}
+
+// Unwrap returns the filesystem underneath.
+func (fs *guardFS) Unwrap() vfs.FS { return fs.FS }
+
+// guardFile retries a write that failed with ENOSPC once, after
+// onDiskFull. A failed Sync is not retried: a sync after a failed one
+// guarantees nothing (PostgreSQL's "fsyncgate").
+type guardFile struct {
+	vfs.File
+	g *diskGuard
+}
+
+func (f *guardFile) Write(p []byte) (int, error) {
+	n, err := f.File.Write(p)
+	if isENOSPC(err) {
+		f.g.onDiskFull()
+		var m int
+		m, err = f.File.Write(p[n:])
+		n += m
+	}
+	return n, err
+}
+
+func (f *guardFile) WriteAt(p []byte, off int64) (int, error) {
+	n, err := f.File.WriteAt(p, off)
+	if isENOSPC(err) {
+		f.g.onDiskFull()
+		var m int
+		m, err = f.File.WriteAt(p[n:], off+int64(n))
+		n += m
+	}
+	return n, err
 }

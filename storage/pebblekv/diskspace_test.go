@@ -392,3 +392,65 @@ func TestIssue21ParseDiskSize(t *testing.T) {
 		}
 	}
 }
+
+// TestIssue21ENOSPCOnlyRescuesFatalWrites: Pebble survives a flush or a
+// compaction failing for lack of space (it retries later), so an ENOSPC on
+// an sstable neither consumes the ballast nor holds the filesystem; on the
+// WAL or the MANIFEST, whose failure Pebble cannot survive, the ballast is
+// deleted and the write retried.
+func TestIssue21ENOSPCOnlyRescuesFatalWrites(t *testing.T) {
+	d := newSmallDisk()
+	g := &DiskGuardOptions{MinFree: DiskSize{Bytes: 1 << 20}, Ballast: DiskSize{Bytes: 64 << 10}, Interval: time.Hour}
+	s := openSmall(t, d, g)
+	defer s.Close()
+	gfs := &guardFS{FS: d, g: s.guard}
+	ballast := filepath.Join("db", BallastPath)
+
+	d.full.Store(true)
+	if _, err := gfs.Create("db/999990.sst", vfs.WriteCategoryUnspecified); !isENOSPC(err) {
+		t.Fatalf("sstable create on a full disk: %v", err)
+	}
+	d.full.Store(false)
+	f, err := gfs.Create("db/999991.sst", vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.full.Store(true)
+	if _, err := f.Write([]byte("data")); !isENOSPC(err) {
+		t.Fatalf("sstable write on a full disk: %v", err)
+	}
+	f.Close()
+	if _, err := d.Stat(ballast); err != nil {
+		t.Fatalf("an sstable's ENOSPC consumed the ballast: %v", err)
+	}
+	if s.guard.emergency.Load() {
+		t.Fatal("an sstable's ENOSPC is treated as an emergency")
+	}
+
+	d.full.Store(false)
+	w, err := gfs.Create("db/999992.log", vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.full.Store(true)
+	if n, err := w.Write([]byte("record")); err != nil || n != 6 {
+		t.Fatalf("WAL write on a full disk with a ballast: %d, %v", n, err)
+	}
+	w.Close()
+	if _, err := d.Stat(ballast); err == nil {
+		t.Fatal("ballast not deleted for the WAL")
+	}
+	if !s.guard.emergency.Load() {
+		t.Fatal("no emergency after the WAL's ENOSPC")
+	}
+	for _, name := range []string{"000001.log", "MANIFEST-000007", "marker.manifest.000002.MANIFEST-000007"} {
+		if !criticalFile("db/" + name) {
+			t.Errorf("%s not critical", name)
+		}
+	}
+	for _, name := range []string{"000001.sst", "000002.blob", "OPTIONS-000003", "LOCK"} {
+		if criticalFile("db/" + name) {
+			t.Errorf("%s critical", name)
+		}
+	}
+}

@@ -136,7 +136,7 @@ func Open(dir string, opts Options) (*Store, error) {
 			return nil, err
 		}
 		guard = g
-		fs = vfs.OnDiskFull(fs, g.onDiskFull)
+		fs = &guardFS{FS: fs, g: g}
 		g.opening.Store(true)
 	}
 
