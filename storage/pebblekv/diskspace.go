@@ -397,12 +397,14 @@ func (g *diskGuard) onDiskFull() {
 	g.fullMu.Lock()
 	defer g.fullMu.Unlock()
 	g.emergency.Store(true)
-	g.setRefusing(true, 0)
+	g.remeasure()
+	g.setRefusing(true, g.avail.Load())
 	if g.ballast != "" {
 		if err := g.fs.Remove(g.ballast); err == nil {
 			g.log.Error("the disk is full (ENOSPC): deleted the emergency ballast to keep the store alive; writes are refused until free space is back above the minimum",
 				zap.String("path", g.ballast))
 			g.ballast = ""
+			g.remeasure()
 			return
 		} else if !errors.Is(err, os.ErrNotExist) {
 			g.log.Error("cannot delete the emergency ballast", zap.String("path", g.ballast), zap.Error(err))
@@ -420,12 +422,21 @@ func (g *diskGuard) onDiskFull() {
 	for !g.closing.Load() {
 		if u, err := g.stat(g.dir); err == nil && clampInt64(u.AvailBytes) >= want {
 			g.log.Warn("free disk space is back: resuming the held write", zap.Uint64("available", u.AvailBytes))
+			g.avail.Store(clampInt64(u.AvailBytes))
 			return
 		}
 		select {
 		case <-t.C:
 		case <-g.stop:
 		}
+	}
+}
+
+// remeasure refreshes the free-space figure refusals report, without
+// leaving the emergency (only the watcher does that).
+func (g *diskGuard) remeasure() {
+	if u, err := g.stat(g.dir); err == nil {
+		g.avail.Store(clampInt64(u.AvailBytes))
 	}
 }
 
