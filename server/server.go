@@ -38,18 +38,6 @@ type Config struct {
 	Clock ttl.Clock
 	// ReaperRate caps TTL deletions per second (0 = unlimited).
 	ReaperRate int
-	// Argv is the command line, for getCmdLineOpts.
-	Argv []string
-	// Parsed is the parsed command line, for getCmdLineOpts, with mongod's
-	// dotted names ("net.port", "storage.dbPath").
-	Parsed map[string]any
-	// ShutdownTimeout bounds how long Close waits for requests in flight
-	// (default 10 s).
-	ShutdownTimeout time.Duration
-	// JournalCommitInterval is how often unjournaled writes are made
-	// durable: the most a crash can lose of writes acknowledged without
-	// j/fsync (mongod's journalCommitInterval: 1 to 500 ms, default 100).
-	JournalCommitInterval time.Duration
 	// MinFreeDisk is the free space of the data directory's filesystem
 	// below which writes are refused with OutOfDiskSpace (14031) while
 	// reads go on: bytes, a size such as "256MiB" or "1GB", or a
@@ -64,6 +52,18 @@ type Config struct {
 	// filesystem (tests). An InMemory server watches disk space only when
 	// it is set, and never keeps a ballast.
 	DiskStat func(dir string) (pebblekv.DiskUsage, error)
+	// Argv is the command line, for getCmdLineOpts.
+	Argv []string
+	// Parsed is the parsed command line, for getCmdLineOpts, with mongod's
+	// dotted names ("net.port", "storage.dbPath").
+	Parsed map[string]any
+	// ShutdownTimeout bounds how long Close waits for requests in flight
+	// (default 10 s).
+	ShutdownTimeout time.Duration
+	// JournalCommitInterval is how often unjournaled writes are made
+	// durable: the most a crash can lose of writes acknowledged without
+	// j/fsync (mongod's journalCommitInterval: 1 to 500 ms, default 100).
+	JournalCommitInterval time.Duration
 }
 
 // Bounds of JournalCommitInterval, as mongod's --journalCommitInterval.

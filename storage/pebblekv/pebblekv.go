@@ -131,7 +131,7 @@ func Open(dir string, opts Options) (*Store, error) {
 
 	var guard *diskGuard
 	if opts.DiskGuard != nil {
-		g, err := newDiskGuard(fs, dir, opts.DiskGuard, logger)
+		g, err := newDiskGuard(fs, dir, opts.DiskGuard, logger.Named("disk"))
 		if err != nil {
 			return nil, err
 		}
