@@ -193,6 +193,10 @@ type diskGuard struct {
 	statErr atomic.Bool
 	// fullMu serialises onDiskFull (and guards ballast after startup).
 	fullMu sync.Mutex
+	// bgENOSPC counts background writes that failed for lack of space;
+	// bgLogged is when that was last logged (Unix ns).
+	bgENOSPC atomic.Int64
+	bgLogged atomic.Int64
 
 	stop    chan struct{}
 	done    chan struct{}
@@ -220,6 +224,46 @@ func newDiskGuard(fs vfs.FS, dir string, o *DiskGuardOptions, log *zap.Logger) (
 	}
 	g.measure()
 	return g, nil
+}
+
+// openNeeds is a floor on the free space Pebble needs to open a store: it
+// writes a new MANIFEST (a snapshot of the current one), a WAL and an
+// OPTIONS file, and a failed MANIFEST write there is fatal too.
+const openNeeds = 1 << 20
+
+// checkOpenSpace fails Open with a clear error when the disk is too full to
+// open the store: Pebble would otherwise exit the process from inside Open
+// ("MANIFEST flush failed") or retry flushing the replayed WAL forever. It
+// needs about the current MANIFEST, the WAL to replay (flushed at open) and
+// a margin; a ballast counts, as onDiskFull gives it up during Open.
+func (g *diskGuard) checkOpenSpace() error {
+	var manifest, wal int64
+	if names, err := g.fs.List(g.dir); err == nil {
+		for _, n := range names {
+			fi, err := g.fs.Stat(filepath.Join(g.dir, n))
+			if err != nil {
+				continue
+			}
+			switch {
+			case strings.HasPrefix(n, "MANIFEST-"):
+				manifest = max(manifest, fi.Size())
+			case strings.HasSuffix(n, ".log"):
+				wal += fi.Size()
+			}
+		}
+	}
+	need := manifest + wal + openNeeds
+	avail := max(g.avail.Load(), 0)
+	var ballast int64
+	if g.ballast != "" {
+		if fi, err := g.fs.Stat(g.ballast); err == nil {
+			ballast = fi.Size()
+		}
+	}
+	if avail+ballast < need {
+		return fmt.Errorf("pebblekv: the disk holding %s is full: %d bytes available, about %d needed to open the store; free some space", g.dir, avail, need)
+	}
+	return nil
 }
 
 func clampInt64(v uint64) int64 {
@@ -432,6 +476,25 @@ func (g *diskGuard) onDiskFull() {
 	}
 }
 
+// noteBackgroundENOSPC counts a flush or compaction that failed for lack of
+// space; BackgroundError logs such failures once a minute, not each retry.
+func (g *diskGuard) noteBackgroundENOSPC() { g.bgENOSPC.Add(1) }
+
+// logBackgroundError is Pebble's BackgroundError with ENOSPC failures
+// summarised.
+func (g *diskGuard) logBackgroundError(l *zap.Logger, err error) {
+	if !isENOSPC(err) {
+		l.Error("background error", zap.Error(err))
+		return
+	}
+	now := time.Now().UnixNano()
+	last := g.bgLogged.Load()
+	if now-last < int64(time.Minute) || !g.bgLogged.CompareAndSwap(last, now) {
+		return
+	}
+	l.Error("flush or compaction failed: the disk is full; retrying every second", zap.Error(err), zap.Int64("failuresSoFar", g.bgENOSPC.Load()))
+}
+
 // remeasure refreshes the free-space figure refusals report, without
 // leaving the emergency (only the watcher does that).
 func (g *diskGuard) remeasure() {
@@ -469,16 +532,34 @@ func criticalFile(name string) bool {
 func isENOSPC(err error) bool { return err != nil && errors.Is(err, syscall.ENOSPC) }
 
 func (fs *guardFS) wrap(name string, f vfs.File, err error) (vfs.File, error) {
-	if err != nil || !criticalFile(name) {
+	if err != nil {
 		return f, err
 	}
-	return &guardFile{File: f, g: fs.g}, nil
+	return &guardFile{File: f, g: fs.g, critical: criticalFile(name)}, nil
+}
+
+// rescue decides what a write that failed with ENOSPC does next: true to
+// retry it (after onDiskFull), false to return the error. Writes Pebble
+// cannot survive are rescued, and every write while the store opens (a
+// flush of the replayed WAL that fails is retried for ever, and Open with
+// it). Other failures are returned after a pause: Pebble retries a failed
+// flush at once, and would spin on a full disk.
+func (g *diskGuard) rescue(critical bool) bool {
+	if critical || g.opening.Load() {
+		g.onDiskFull()
+		return true
+	}
+	g.noteBackgroundENOSPC()
+	select {
+	case <-time.After(time.Second):
+	case <-g.stop:
+	}
+	return false
 }
 
 func (fs *guardFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := fs.FS.Create(name, c)
-	if isENOSPC(err) && criticalFile(name) {
-		fs.g.onDiskFull()
+	if isENOSPC(err) && fs.g.rescue(criticalFile(name)) {
 		f, err = fs.FS.Create(name, c)
 	}
 	return fs.wrap(name, f, err)
@@ -486,8 +567,7 @@ func (fs *guardFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error
 
 func (fs *guardFS) ReuseForWrite(old, name string, c vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := fs.FS.ReuseForWrite(old, name, c)
-	if isENOSPC(err) && criticalFile(name) {
-		fs.g.onDiskFull()
+	if isENOSPC(err) && fs.g.rescue(criticalFile(name)) {
 		f, err = fs.FS.ReuseForWrite(old, name, c)
 	}
 	return fs.wrap(name, f, err)
@@ -506,13 +586,13 @@ func (fs *guardFS) Unwrap() vfs.FS { return fs.FS }
 // guarantees nothing (PostgreSQL's "fsyncgate").
 type guardFile struct {
 	vfs.File
-	g *diskGuard
+	g        *diskGuard
+	critical bool
 }
 
 func (f *guardFile) Write(p []byte) (int, error) {
 	n, err := f.File.Write(p)
-	if isENOSPC(err) {
-		f.g.onDiskFull()
+	if isENOSPC(err) && f.g.rescue(f.critical) {
 		var m int
 		m, err = f.File.Write(p[n:])
 		n += m
@@ -522,8 +602,7 @@ func (f *guardFile) Write(p []byte) (int, error) {
 
 func (f *guardFile) WriteAt(p []byte, off int64) (int, error) {
 	n, err := f.File.WriteAt(p, off)
-	if isENOSPC(err) {
-		f.g.onDiskFull()
+	if isENOSPC(err) && f.g.rescue(f.critical) {
 		var m int
 		m, err = f.File.WriteAt(p[n:], off+int64(n))
 		n += m

@@ -454,3 +454,43 @@ func TestIssue21ENOSPCOnlyRescuesFatalWrites(t *testing.T) {
 		}
 	}
 }
+
+// TestIssue21OpenOnFullDisk: reopening a store on a disk with no space at
+// all fails with a clear error instead of Pebble exiting the process from
+// inside Open; with a ballast left, the ballast gives Open its room, and
+// the store serves reads and refuses writes.
+func TestIssue21OpenOnFullDisk(t *testing.T) {
+	d := newSmallDisk()
+	noBallast := &DiskGuardOptions{MinFree: DiskSize{Bytes: 1 << 20}, Interval: time.Hour}
+	s := openSmall(t, d, noBallast)
+	for i := 0; i < 10; i++ {
+		if err := putKey(s, fmt.Sprintf("k%d", i), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	d.avail.Store(0)
+	d.full.Store(true)
+	_, err := Open("db", Options{FS: d, DiskGuard: noBallast})
+	if err == nil || !strings.Contains(err.Error(), "is full: 0 bytes available") {
+		t.Fatalf("open on a full disk without a ballast: %v", err)
+	}
+
+	// With a ballast (created while there was space).
+	d.full.Store(false)
+	d.avail.Store(100 << 30)
+	withBallast := &DiskGuardOptions{MinFree: DiskSize{Bytes: 1 << 20}, Ballast: DiskSize{Bytes: 2 << 20}, Interval: time.Hour}
+	s = openSmall(t, d, withBallast)
+	s.Close()
+	d.avail.Store(0)
+	d.full.Store(true)
+	s = openSmall(t, d, withBallast)
+	defer s.Close()
+	if _, err := d.Stat(filepath.Join("db", BallastPath)); err == nil {
+		t.Fatal("Open on a full disk did not need the ballast: the test proves nothing")
+	}
+	for i := 0; i < 10; i++ {
+		checkKeys(t, s, []string{fmt.Sprintf("k%d", i)})
+	}
+	wantOutOfDisk(t, putKey(s, "new", true), "write after opening on a full disk")
+}

@@ -135,6 +135,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := g.checkOpenSpace(); err != nil {
+			return nil, err
+		}
 		guard = g
 		fs = &guardFS{FS: fs, g: g}
 		g.opening.Store(true)
@@ -165,6 +168,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		WALMinSyncInterval: func() time.Duration { return syncInterval },
 		Logger:             zapLogger{plog.WithOptions(zap.AddCallerSkip(1))},
 		EventListener:      eventListener(plog),
+	}
+	if guard != nil {
+		po.EventListener.BackgroundError = func(err error) { guard.logBackgroundError(plog, err) }
 	}
 	for i := range po.Levels {
 		l := &po.Levels[i]
