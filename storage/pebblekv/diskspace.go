@@ -23,9 +23,13 @@ package pebblekv
 //     the ballast if there is one, and otherwise holds the write until space
 //     is freed, instead of letting Pebble see the error and exit. Writes are
 //     refused meanwhile. (Like vfs.OnDiskFull, but only for the files whose
-//     failure is fatal: a flush or compaction that fails for lack of space
-//     is retried by Pebble later and must not consume the ballast or hold
-//     the filesystem.)
+//     failure is fatal, and for every file while the store opens: a flush
+//     or compaction that fails for lack of space at run time is retried by
+//     Pebble and must not consume the ballast or hold the filesystem; it is
+//     slowed to one attempt a second, as Pebble retries at once.)
+//  4. Open refuses, with a clear error, a disk too full to hold what opening
+//     writes (the MANIFEST, the flush of the WAL to replay) even with the
+//     ballast given up, instead of Pebble exiting or spinning inside Open.
 
 import (
 	"errors"
