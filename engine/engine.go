@@ -194,6 +194,11 @@ func (e *Engine) saveHWM(v int64) error {
 	if err := b.Set(metaKey("clockHWM"), binary.BigEndian.AppendUint64(nil, uint64(v))); err != nil {
 		return err
 	}
+	// The lease may use the store's disk-space reserve: refusing it would
+	// fail every request instead of only the writes.
+	if m, ok := b.(interface{ MarkEssential() }); ok {
+		m.MarkEssential()
+	}
 	return b.Commit(true)
 }
 
