@@ -60,7 +60,7 @@ func parseCollModIndex(spec bson.D) (*collModIndexReq, error) {
 		case "expireAfterSeconds":
 			// Checked once the index is known: the _ts index reads it as
 			// a defaultTimeToLive (spec §3.3).
-			n := safeInt64(f.Value)
+			n := safeNumberLong(f.Value)
 			q.expire, q.expireRaw = &n, f.Value
 		case "hidden":
 			q.hidden, err = collModBool("collMod.index.hidden", f.Value)

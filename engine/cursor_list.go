@@ -49,7 +49,7 @@ func simpleCursorBatchSize(r *Request) (int64, error) {
 		if !bsonx.IsNumber(f.Value) {
 			return 0, mongoerr.New(mongoerr.TypeMismatch, "BSON field 'cursor.batchSize' is the wrong type '%s', expected types '[long, int, decimal, double]'", bsonx.TypeName(f.Value))
 		}
-		n = safeInt64(f.Value)
+		n = safeNumberLong(f.Value)
 		if n < 0 {
 			return 0, mongoerr.New(51024, "BSON field 'batchSize' value must be >= 0, actual value '%d'", n)
 		}

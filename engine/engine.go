@@ -29,6 +29,9 @@ type Config struct {
 	ServerInfo ServerInfo
 	// Reaper configures background TTL deletion.
 	Reaper ReaperConfig
+	// CommandMetrics counts commands, their latency and the documents they
+	// touch, for the metrics endpoint (metrics.go).
+	CommandMetrics bool
 }
 
 // ServerInfo is what the process around the engine knows: the command line,
@@ -79,6 +82,8 @@ type Engine struct {
 
 	params serverParams // runtime server parameters (setParameter)
 
+	cmdMetrics *commandMetrics // nil unless Config.CommandMetrics (metrics.go)
+
 	stop   chan struct{}
 	wg     sync.WaitGroup
 	closed atomic.Bool
@@ -111,6 +116,9 @@ func Open(cfg Config) (*Engine, error) {
 		c.ensureStats()
 	}
 	e.prof = newProfiler()
+	if cfg.CommandMetrics {
+		e.cmdMetrics = newCommandMetrics()
+	}
 	if err := e.seedSystemVersion(); err != nil {
 		return nil, err
 	}
@@ -185,6 +193,11 @@ func (e *Engine) saveHWM(v int64) error {
 	defer b.Close()
 	if err := b.Set(metaKey("clockHWM"), binary.BigEndian.AppendUint64(nil, uint64(v))); err != nil {
 		return err
+	}
+	// The lease may use the store's disk-space reserve: refusing it would
+	// fail every request instead of only the writes.
+	if m, ok := b.(interface{ MarkEssential() }); ok {
+		m.MarkEssential()
 	}
 	return b.Commit(true)
 }

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"math"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -68,7 +67,7 @@ func cmdProfile(e *Engine, r *Request) (bson.D, error) {
 	if !bsonx.IsNumber(lv) {
 		return nil, mongoerr.New(mongoerr.TypeMismatch, "BSON field 'profile.profile' is the wrong type '%s', expected types '[long, int, decimal, double]'", bsonx.TypeName(lv))
 	}
-	level := safeInt64(lv)
+	level := safeNumberLong(lv)
 	var slowMS *int64
 	var sampleRate *float64
 	var filter bson.D
@@ -80,7 +79,7 @@ func cmdProfile(e *Engine, r *Request) (bson.D, error) {
 			if !bsonx.IsNumber(f.Value) {
 				return nil, mongoerr.New(mongoerr.TypeMismatch, "BSON field 'profile.slowms' is the wrong type '%s', expected types '[long, int, decimal, double]'", bsonx.TypeName(f.Value))
 			}
-			n := safeInt64(f.Value)
+			n := safeNumberLong(f.Value)
 			slowMS = &n
 		case "sampleRate":
 			d, isDouble := f.Value.(float64)
@@ -163,23 +162,6 @@ func cmdProfile(e *Engine, r *Request) (bson.D, error) {
 		e.log.Info("Profiler settings changed", zap.String("db", r.DB), zap.Int32("from", old.level), zap.Int64("to", level))
 	}
 	return out, nil
-}
-
-// safeInt64 reads a number as IDL's safeInt64 does (truncating doubles).
-func safeInt64(v any) int64 {
-	if n, ok := bsonx.ToInt64(v); ok {
-		return n
-	}
-	f, _ := bsonx.ToFloat(v)
-	switch {
-	case math.IsNaN(f):
-		return 0
-	case f >= math.MaxInt64:
-		return math.MaxInt64
-	case f <= math.MinInt64:
-		return math.MinInt64
-	}
-	return int64(f)
 }
 
 // profileOp records a finished command in its database's system.profile

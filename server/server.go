@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -39,6 +40,20 @@ type Config struct {
 	Clock ttl.Clock
 	// ReaperRate caps TTL deletions per second (0 = unlimited).
 	ReaperRate int
+	// MinFreeDisk is the free space of the data directory's filesystem
+	// below which writes are refused with OutOfDiskSpace (14031) while
+	// reads go on: bytes, a size such as "256MiB" or "1GB", or a
+	// percentage of the filesystem such as "5%". "" means 256 MiB; "0"
+	// refuses writes only once the disk is full.
+	MinFreeDisk string
+	// BallastSize is the size of the emergency ballast file kept in
+	// <dbpath>/auxiliary/EMERGENCY_BALLAST, to delete when the disk is
+	// full. "" means 1 GiB capped at 1% of the filesystem; "0" keeps none.
+	BallastSize string
+	// DiskStat replaces the measurement of the data directory's
+	// filesystem (tests). An InMemory server watches disk space only when
+	// it is set, and never keeps a ballast.
+	DiskStat func(dir string) (pebblekv.DiskUsage, error)
 	// Argv is the command line, for getCmdLineOpts.
 	Argv []string
 	// Parsed is the parsed command line, for getCmdLineOpts, with mongod's
@@ -66,6 +81,9 @@ type Config struct {
 	// comma-separated list of snappy, zstd and zlib, or "disabled"; ""
 	// means mongod's default, "snappy,zstd,zlib".
 	NetworkMessageCompressors string
+	// MetricsListen is the address of the Prometheus /metrics, /healthz
+	// and /readyz listener ("" = none; see metrics.go).
+	MetricsListen string
 }
 
 // Bounds of JournalCommitInterval, as mongod's --journalCommitInterval.
@@ -87,6 +105,11 @@ type Server struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	metrics *metricsServer // nil without Config.MetricsListen
+	ready   atomic.Bool    // serving, not shutting down (for /readyz)
+	// scrapeMu keeps scrapes that read the store apart from Close.
+	scrapeMu sync.RWMutex
 }
 
 // errAddrInUse is the listen error for a taken port.
@@ -131,18 +154,10 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-
-	// Listen first: a taken port is the most common startup failure and
-	// is cheaper to report before the store has been opened and replayed.
-	addr := net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port))
-	ln, err := net.Listen("tcp", addr)
+	guard, err := diskGuard(cfg)
 	if err != nil {
-		if errors.Is(err, errAddrInUse) {
-			return nil, fmt.Errorf("cannot listen on %s: %w (is another mayfly or mongod running on port %d?)", addr, ErrAddrInUse, cfg.Port)
-		}
-		return nil, fmt.Errorf("cannot listen on %s: %w", addr, err)
+		return nil, err
 	}
-	s.ln = ln
 
 	dir := cfg.DBPath
 	if cfg.InMemory {
@@ -151,17 +166,14 @@ func Start(cfg Config) (*Server, error) {
 		}
 	} else {
 		if dir == "" {
-			ln.Close()
 			return nil, errors.New("no data directory given (--dbpath)")
 		}
 		if err := os.MkdirAll(dir, 0o750); err != nil {
-			ln.Close()
 			return nil, fmt.Errorf("data directory %s is unusable: %w", dir, err)
 		}
 	}
-	store, err := pebblekv.Open(dir, pebblekv.Options{InMemory: cfg.InMemory, Logger: log.Named("pebble"), WALSyncInterval: cfg.JournalCommitInterval})
+	store, err := pebblekv.Open(dir, pebblekv.Options{InMemory: cfg.InMemory, Logger: log.Named("pebble"), WALSyncInterval: cfg.JournalCommitInterval, DiskGuard: guard})
 	if err != nil {
-		ln.Close()
 		if errors.Is(err, pebblekv.ErrLocked) {
 			// pebblekv's message names the directory and the held lock.
 			return nil, fmt.Errorf("cannot open the data directory: %w", err)
@@ -169,6 +181,20 @@ func Start(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("cannot open data directory %s: %w", dir, err)
 	}
 	s.store = store
+
+	// Listen only once the store is open: a client must never be accepted
+	// by a server that cannot answer it (a store that fails to open, or
+	// takes long to replay, used to leave a silent open port).
+	addr := net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.Port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		store.Close()
+		if errors.Is(err, errAddrInUse) {
+			return nil, fmt.Errorf("cannot listen on %s: %w (is another mayfly or mongod running on port %d?)", addr, ErrAddrInUse, cfg.Port)
+		}
+		return nil, fmt.Errorf("cannot listen on %s: %w", addr, err)
+	}
+	s.ln = ln
 
 	tcp := ln.Addr().(*net.TCPAddr)
 	lim := cfg.WireLimits
@@ -190,7 +216,8 @@ func Start(cfg Config) (*Server, error) {
 			},
 			MaxConns: int64(wire.EffectiveMaxConns(lim.MaxConns)),
 		},
-		Reaper: engine.ReaperConfig{Rate: cfg.ReaperRate},
+		Reaper:         engine.ReaperConfig{Rate: cfg.ReaperRate},
+		CommandMetrics: cfg.MetricsListen != "",
 	})
 	if err != nil {
 		ln.Close()
@@ -199,7 +226,16 @@ func Start(cfg Config) (*Server, error) {
 	}
 	s.engine = eng
 	s.wire = wire.NewServer(eng, wire.Options{Logger: log.Named("wire"), Limits: lim, Compressors: compressors})
+	if cfg.MetricsListen != "" {
+		if s.metrics, err = startMetrics(s, cfg.MetricsListen); err != nil {
+			ln.Close()
+			eng.Close()
+			store.Close()
+			return nil, err
+		}
+	}
 	go func() { s.served <- s.wire.Serve(wire.NewTLSListener(ln, tlsCfg, tlsMode, log.Named("tls"))) }()
+	s.ready.Store(true)
 	log.Info("waiting for connections", zap.String("address", s.Addr()), zap.String("dbpath", dir), zap.Bool("inMemory", cfg.InMemory))
 	return s, nil
 }
@@ -228,17 +264,22 @@ func (s *Server) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	var errs []error
+	s.ready.Store(false)
 	if err := s.wire.Shutdown(ctx); err != nil {
 		s.log.Warn("requests still running at shutdown were cut off", zap.Error(err))
 	}
 	if err := <-s.served; err != nil && !errors.Is(err, wire.ErrServerClosed) {
 		errs = append(errs, err)
 	}
+	s.waitScrapes()
 	if err := s.engine.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing the engine: %w", err))
 	}
 	if err := s.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing the store: %w", err))
+	}
+	if s.metrics != nil {
+		s.metrics.close()
 	}
 	s.log.Info("shutdown complete")
 	return errors.Join(errs...)

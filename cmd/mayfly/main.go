@@ -57,9 +57,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		maxConns   = fs.Int("maxConns", wire.DefaultMaxConns, "maximum number of simultaneous connections (at most 80% of the open-file limit)")
 		version    = fs.Bool("version", false, "print the version and exit")
 		netComp    = fs.String("networkMessageCompressors", wire.DefaultCompressors, "compressors for wire messages, negotiated through hello: a comma-separated list of snappy, zstd, zlib, or disabled")
+		metrics    = fs.String("metrics-listen", "", "address (host:port) to serve Prometheus /metrics, /healthz and /readyz on (empty = off)")
 	)
 	fs.StringVar(bind, "bind_ip", "127.0.0.1", "same as --bind (mongod's spelling)")
 	tlsOpts := tlsFlags(fs)
+	minFree := fs.String("min-free-disk", "256MiB", "refuse writes (error 14031 OutOfDiskSpace) while the data directory's filesystem has less free space than this: bytes, a size (256MiB, 1GB) or a percentage (5%); 0 refuses only when the disk is full")
+	ballast := fs.String("ballast-size", "1GiB", "size of the emergency ballast file <dbpath>/auxiliary/EMERGENCY_BALLAST to delete when the disk is full: bytes, a size or a percentage; capped at 1% of the filesystem unless set; 0 keeps none")
 	// --help goes to stdout (it was asked for); usage after a flag error
 	// goes to stderr. flag prints usage itself before returning ErrHelp, so
 	// the writer is chosen up front.
@@ -111,6 +114,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mayfly: %v\n", err)
 		return exitBadOptions
 	}
+	for _, f := range []struct{ name, v string }{{"min-free-disk", *minFree}, {"ballast-size", *ballast}} {
+		if _, err := pebblekv.ParseDiskSize(f.v); err != nil {
+			fmt.Fprintf(stderr, "mayfly: invalid --%s: %v\n", f.name, err)
+			return exitBadOptions
+		}
+	}
+	// The default ballast is capped at 1% of the filesystem; a size given
+	// on the command line is taken as is.
+	ballastSize := *ballast
+	if !isFlagSet(fs, "ballast-size") {
+		ballastSize = ""
+	}
 	log, err := newLogger(*logLevel, *logFormat, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "mayfly: %v\n", err)
@@ -137,10 +152,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	srv, err := server.Start(server.Config{
+		MinFreeDisk: *minFree, BallastSize: ballastSize,
 		Bind: *bind, Port: *port, DBPath: *dbpath, Logger: log, ReaperRate: *reaperRate, MaxConns: *maxConns,
 		Argv: args, Parsed: parsed, ShutdownTimeout: shutdownTimeout,
 		JournalCommitInterval: time.Duration(*commitMS) * time.Millisecond,
 		TLS:                   *tlsOpts,
+		MetricsListen:         *metrics,
 
 		NetworkMessageCompressors: *netComp,
 	})

@@ -17,7 +17,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mayflydb/mayfly/engine/expr"
-	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
 )
 
@@ -192,25 +191,9 @@ func Parse(pipeline bson.A, opts Options) (*Pipeline, error) {
 	if opts.MemoryLimit <= 0 {
 		opts.MemoryLimit = DefaultMemoryLimit
 	}
-	vars := map[string]any{"NOW": bson.NewDateTimeFromTime(opts.Now)}
-	var letNames []string
-	for _, e := range opts.Let {
-		if err := checkVarName(e.Key); err != nil {
-			return nil, err
-		}
-		c, err := expr.CompileWith(e.Value, expr.Options{Vars: append([]string{}, letNames...)})
-		if err != nil {
-			return nil, err
-		}
-		v, err := c.Eval(&expr.Env{Root: bson.D{}, Vars: vars})
-		if err != nil {
-			return nil, err
-		}
-		if bsonx.IsMissing(v) {
-			v = nil
-		}
-		vars[e.Key] = v
-		letNames = append(letNames, e.Key)
+	vars, letNames, err := evalLet(opts.Let, opts.Now, false)
+	if err != nil {
+		return nil, err
 	}
 	opts.letNames = append(append([]string{}, opts.letNames...), letNames...)
 	opts.strictVars = true

@@ -64,6 +64,11 @@ type Options struct {
 	// MaxConcurrentCompactions bounds background compactions (default 2:
 	// the server shares few cores with query work).
 	MaxConcurrentCompactions int
+	// DiskGuard, when set, watches the free space of dir's filesystem,
+	// refuses writes with OutOfDiskSpace (14031) below a threshold, keeps
+	// an emergency ballast file and keeps an ENOSPC from reaching Pebble's
+	// WAL (see diskspace.go). nil disables all of it.
+	DiskGuard *DiskGuardOptions
 	// Logger receives Pebble's log output (name it yourself, e.g.
 	// log.Named("pebble")); Pebble's chatty info messages go to Debug. nil
 	// discards everything.
@@ -84,6 +89,7 @@ type Store struct {
 	stopSyncer chan struct{}
 	syncerDone chan struct{}
 	log        *zap.Logger
+	guard      *diskGuard // nil without Options.DiskGuard
 }
 
 var _ storage.KV = (*Store)(nil)
@@ -123,6 +129,20 @@ func Open(dir string, opts Options) (*Store, error) {
 		logger = zap.NewNop()
 	}
 
+	var guard *diskGuard
+	if opts.DiskGuard != nil {
+		g, err := newDiskGuard(fs, dir, opts.DiskGuard, logger.Named("disk"))
+		if err != nil {
+			return nil, err
+		}
+		if err := g.checkOpenSpace(); err != nil {
+			return nil, err
+		}
+		guard = g
+		fs = &guardFS{FS: fs, g: g}
+		g.opening.Store(true)
+	}
+
 	plog := logger
 	cache := pebble.NewCache(opts.CacheSize)
 	syncInterval := opts.WALMinSyncInterval
@@ -149,6 +169,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		Logger:             zapLogger{plog.WithOptions(zap.AddCallerSkip(1))},
 		EventListener:      eventListener(plog),
 	}
+	if guard != nil {
+		po.EventListener.BackgroundError = func(err error) { guard.logBackgroundError(plog, err) }
+	}
 	for i := range po.Levels {
 		l := &po.Levels[i]
 		l.FilterPolicy = bloom.FilterPolicy(10)
@@ -159,6 +182,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	po.EnsureDefaults()
 
 	db, err := pebble.Open(dir, po)
+	if guard != nil {
+		guard.opening.Store(false)
+	}
 	if err != nil {
 		cache.Unref()
 		if isLockError(err) {
@@ -166,7 +192,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("pebblekv: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, cache: cache, dir: dir, log: logger}
+	s := &Store{db: db, cache: cache, dir: dir, log: logger, guard: guard}
+	if guard != nil {
+		guard.start()
+	}
 	if opts.WALSyncInterval == 0 {
 		opts.WALSyncInterval = DefaultWALSyncInterval
 	}
@@ -468,6 +497,9 @@ func (s *Store) Close() error {
 		close(s.stopSyncer)
 		<-s.syncerDone
 	}
+	if s.guard != nil {
+		s.guard.close()
+	}
 	err := s.db.Close()
 	s.cache.Unref()
 	return err
@@ -495,14 +527,26 @@ func (i *iterator) Value() []byte { v, _ := i.it.ValueAndErr(); return v }
 type batch struct {
 	b *pebble.Batch
 	s *Store
+	// hasSet and essential decide how far into the disk-space reserve
+	// the batch may go: deletions and essential bookkeeping may use it.
+	hasSet    bool
+	essential bool
 }
 
-func (b *batch) Set(key, value []byte) error { return b.b.Set(key, value, nil) }
-func (b *batch) Delete(key []byte) error     { return b.b.Delete(key, nil) }
+func (b *batch) Set(key, value []byte) error {
+	b.hasSet = true
+	return b.b.Set(key, value, nil)
+}
+func (b *batch) Delete(key []byte) error { return b.b.Delete(key, nil) }
 func (b *batch) DeleteSized(key []byte, valueSize uint32) error {
 	return b.b.DeleteSized(key, valueSize, nil)
 }
 func (b *batch) DeleteRange(lo, hi []byte) error { return b.b.DeleteRange(lo, hi, nil) }
+
+// MarkEssential lets a small bookkeeping batch (the expiry clock's
+// high-water mark) commit while ordinary writes are refused for lack of
+// disk space, until the disk is actually full.
+func (b *batch) MarkEssential() { b.essential = true }
 
 // Commit applies the batch. With sync it returns after the WAL fsync
 // (shared with concurrent committers): the write survives a process crash
@@ -515,6 +559,17 @@ func (b *batch) DeleteRange(lo, hi []byte) error { return b.b.DeleteRange(lo, hi
 func (b *batch) Commit(sync bool) error {
 	if b.s.closed.Load() {
 		return ErrClosed
+	}
+	if g := b.s.guard; g != nil {
+		class := admitWrite
+		if b.essential {
+			class = admitEssential
+		} else if !b.hasSet {
+			class = admitDelete
+		}
+		if err := g.admit(b.b.Len(), class); err != nil {
+			return err
+		}
 	}
 	if sync {
 		return b.b.Commit(pebble.Sync)
