@@ -253,6 +253,16 @@ func decodeBody(id byte, dst, src []byte, size int) ([]byte, error) {
 		}
 		return dst[:len(dst)+len(out)], nil
 	case CompressorZstd:
+		// A frame that declares its size must declare the announced one:
+		// refused before decoding (and before the decoder would complain
+		// on stderr about the capacity it was given).
+		var zh zstd.Header
+		if err := zh.Decode(src); err != nil {
+			return nil, err
+		}
+		if zh.HasFCS && zh.FrameContentSize != uint64(size) {
+			return dst, nil
+		}
 		return zstdDecoder().DecodeAll(src, dst)
 	case CompressorZlib:
 		r, _ := zlibReaders.Get().(io.ReadCloser)
