@@ -59,6 +59,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	)
 	fs.StringVar(bind, "bind_ip", "127.0.0.1", "same as --bind (mongod's spelling)")
 	tlsOpts := tlsFlags(fs)
+	cf := configFlags(fs)
 	// --help goes to stdout (it was asked for); usage after a flag error
 	// goes to stderr. flag prints usage itself before returning ErrHelp, so
 	// the writer is chosen up front.
@@ -92,6 +93,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "mayfly (MongoDB %s compatible)\n", engine.Version)
 		return exitOK
 	}
+	if code := cf.load(fs, stderr); code >= 0 {
+		return code
+	}
 	if *commitMS < 1 || *commitMS > 500 {
 		fmt.Fprintf(stderr, "mayfly: invalid --journalCommitInterval %d: must be between 1 and 500 milliseconds\n", *commitMS)
 		return exitBadOptions
@@ -106,7 +110,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mayfly: %v\n", err)
 		return exitBadOptions
 	}
-	log, err := newLogger(*logLevel, *logFormat, stderr)
+	log, err := newLogger(*logLevel, *logFormat, cf.logWriter(stderr))
 	if err != nil {
 		fmt.Fprintf(stderr, "mayfly: %v\n", err)
 		return exitBadOptions
@@ -124,6 +128,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		parsed["net.maxIncomingConnections"] = int32(*maxConns)
 	}
 	tlsOpts.AddParsed(parsed)
+	cf.addParsed(parsed)
 	// Signals are caught before startup so that one arriving while the
 	// store opens still ends in a clean shutdown, not a kill.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -133,6 +138,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Argv: args, Parsed: parsed, ShutdownTimeout: shutdownTimeout,
 		JournalCommitInterval: time.Duration(*commitMS) * time.Millisecond,
 		TLS:                   *tlsOpts,
+		Setup:                 cf.setup,
 	})
 	if err != nil {
 		log.Error("startup failed", zap.Error(err))
