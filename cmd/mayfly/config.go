@@ -372,8 +372,8 @@ func scalarOf(key string, kind valueKind, n *yaml.Node) (string, any, error) {
 		}
 		return strconv.FormatFloat(f, 'g', -1, 64), f, nil
 	}
-	if n.Tag != "!!str" && n.Tag != "!!int" && n.Tag != "!!float" {
-		return bad()
+	if n.Tag != "!!str" && n.Tag != "!!int" && n.Tag != "!!float" && n.Tag != "!!bool" {
+		return bad() // a string option takes any scalar as its text: "mode: off" is "off"
 	}
 	return n.Value, n.Value, nil
 }

@@ -207,6 +207,7 @@ func TestIssue19ConfigRefused(t *testing.T) {
 		{"systemLog:\n  destination: file\n", "systemLog.path is required if systemLog.destination is to a file"},
 		{"systemLog:\n  destination: syslog\n", "syslog is not supported"},
 		{"replication:\n  replSetName: rs0\n", "replication.replSetName is not supported"},
+		{"operationProfiling:\n  mode: [off]\n", "Bad value for option operationProfiling.mode: expected a string, got a list"},
 		{"operationProfiling:\n  mode: fast\n", `operationProfiling.mode must be off, slowOp or all, got "fast"`},
 		{"security:\n  authorization: maybe\n", `security.authorization must be enabled or disabled, got "maybe"`},
 		{"setParameter:\n  noSuchParameter: 1\n", `Illegal --setParameter parameter: "noSuchParameter"`},
@@ -358,5 +359,28 @@ func TestIssue19ConfigEndToEnd(t *testing.T) {
 	}
 	if lines < 3 {
 		t.Errorf("log file holds %d lines: %q", lines, data)
+	}
+}
+
+// TestIssue19ConfigExampleFile: the documented example loads as it is and
+// mentions every key mayfly reads.
+func TestIssue19ConfigExampleFile(t *testing.T) {
+	path := filepath.Join("..", "..", "docs", "mayfly.conf.example.yaml")
+	fs, cf, code, errOut := loadConfig(t, "-f", path)
+	if cf == nil {
+		t.Fatalf("example: exit %d, stderr %q", code, errOut)
+	}
+	if flagValue(fs, "dbpath") != "./data" || flagValue(fs, "log-level") != "info" || !cf.profileSet || cf.profileLevel != 0 || len(cf.setParams) != 2 {
+		t.Errorf("example: dbpath %q, log-level %q, profile %v/%d, setParameter %v", flagValue(fs, "dbpath"), flagValue(fs, "log-level"), cf.profileSet, cf.profileLevel, cf.setParams)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range configKeys {
+		parts := strings.Split(k.key, ".")
+		if !strings.Contains(string(data), parts[len(parts)-1]+":") {
+			t.Errorf("the example does not mention %s", k.key)
+		}
 	}
 }
