@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/mayflydb/mayfly/internal/bsonx"
+	"github.com/mayflydb/mayfly/internal/mongoerr"
 )
 
 // SetParameterAtStartup applies one setParameter given at startup (the
@@ -43,7 +44,7 @@ func (e *Engine) SetParameterAtStartup(name, value string) error {
 		v = n
 	}
 	if err := e.setParam(name, v); err != nil {
-		return fmt.Errorf("Bad value for parameter %q: %v", name, err)
+		return fmt.Errorf("Bad value for parameter %q: %s", name, mongoerr.From(err).Msg)
 	}
 	return nil
 }

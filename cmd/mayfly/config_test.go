@@ -213,7 +213,7 @@ func TestIssue19ConfigRefused(t *testing.T) {
 		{"setParameter:\n  noSuchParameter: 1\n", `Illegal --setParameter parameter: "noSuchParameter"`},
 		{"setParameter:\n  cursorTimeoutMillis: 5\n", `Cannot use --setParameter to set "cursorTimeoutMillis" at startup`},
 		{"setParameter:\n  internalQueryMaxRangeBytes: lots\n", `Bad value for parameter "internalQueryMaxRangeBytes"`},
-		{"setParameter:\n  internalQueryMaxRangeBytes: -1\n", `Bad value for parameter "internalQueryMaxRangeBytes"`},
+		{"setParameter:\n  internalQueryMaxRangeBytes: -1\n", `Bad value for parameter "internalQueryMaxRangeBytes": Invalid value for parameter internalQueryMaxRangeBytes: -1 is not greater than 0`},
 		{"net:\n  port: 1\n  port: 2\n", "net.port"},
 		{"net: [\n", "Error parsing YAML config file"},
 	} {
@@ -343,6 +343,18 @@ func TestIssue19ConfigEndToEnd(t *testing.T) {
 	}
 	if err := c.Database("other").RunCommand(ctx, bson.D{{Key: "profile", Value: -1}}).Decode(&prof); err != nil || prof["was"] != int32(2) {
 		t.Errorf("another database keeps the default level: %v %v", prof, err)
+	}
+	// The explicit level 0 of one database leaves the others profiled.
+	for _, db := range []string{"issue19", "other"} {
+		if _, err := c.Database(db).Collection("d").InsertOne(ctx, bson.D{{Key: "y", Value: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _ := c.Database("issue19").Collection("system.profile").CountDocuments(ctx, bson.D{{Key: "ns", Value: "issue19.d"}}); n != 0 {
+		t.Errorf("issue19 has level 0 now, yet %d inserts were profiled", n)
+	}
+	if n, _ := c.Database("other").Collection("system.profile").CountDocuments(ctx, bson.D{{Key: "ns", Value: "other.d"}}); n != 1 {
+		t.Errorf("other keeps level 2: %d inserts profiled, want 1", n)
 	}
 
 	cmd.Process.Signal(syscall.SIGTERM)
