@@ -229,7 +229,7 @@ func (c *configFile) apply(fs *flag.FlagSet) error {
 		seen[l.key] = true
 		if name, ok := strings.CutPrefix(l.key, "setParameter."); ok {
 			if l.node.Kind != yaml.ScalarNode || isNull(l.node) {
-				return fmt.Errorf("Bad value for parameter %q: setParameter takes name: value pairs", name)
+				return errors.New("Option: setParameter has a map with non scalar values, which is not allowed")
 			}
 			if err := engine.CheckParameterAtStartup(name, l.node.Value); err != nil {
 				return err
@@ -301,7 +301,7 @@ func flatten(n *yaml.Node, prefix string, out *[]leaf) error {
 				continue
 			}
 			if vn.Kind != yaml.MappingNode {
-				return fmt.Errorf("Bad value for option setParameter: expected a mapping of parameter names to values")
+				return errors.New("Option: setParameter is of type StringMap, but value in YAML config is not a map type")
 			}
 			for j := 0; j+1 < len(vn.Content); j += 2 {
 				*out = append(*out, leaf{"setParameter." + vn.Content[j].Value, vn.Content[j+1]})
@@ -333,18 +333,21 @@ func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!
 // scalarOf checks the value of key against its kind and returns it as
 // flag text and as the typed value getCmdLineOpts shows.
 func scalarOf(key string, kind valueKind, n *yaml.Node) (string, any, error) {
-	names := map[valueKind]string{kindString: "a string", kindInt: "an integer", kindBool: "a boolean (true or false)", kindFloat: "a number"}
+	// mongod's wording (options_parser.cpp, YAMLNodeToValue).
+	types := map[valueKind]string{kindString: "string", kindInt: "int", kindBool: "bool", kindFloat: "double"}
 	bad := func() (string, any, error) {
-		got := n.Value
-		switch n.Kind {
-		case yaml.MappingNode:
+		got := strconv.Quote(n.Value)
+		switch {
+		case n.Kind == yaml.MappingNode:
 			got = "a mapping"
-		case yaml.SequenceNode:
+		case n.Kind == yaml.SequenceNode:
 			got = "a list"
-		default:
-			got = strconv.Quote(got)
+		case isNull(n):
+			got = "nothing"
+		case kind == kindBool:
+			return "", nil, fmt.Errorf("Expected boolean but found string: %s for option: %s", n.Value, key)
 		}
-		return "", nil, fmt.Errorf("Bad value for option %s: expected %s, got %s", key, names[kind], got)
+		return "", nil, fmt.Errorf("Error parsing option %q as %s in config file: found %s", key, types[kind], got)
 	}
 	if n.Kind != yaml.ScalarNode || isNull(n) {
 		return bad()
