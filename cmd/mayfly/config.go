@@ -115,6 +115,8 @@ var configKeys = []configKey{
 		c.profileSet, c.sampleRate = true, f
 		return nil
 	}},
+	// Server parameters that mayfly takes as a flag rather than in the engine.
+	{key: "setParameter.authenticationMechanisms", kind: kindString, flags: []string{"authenticationMechanisms"}},
 	// mayfly's own settings.
 	{key: "mayfly.reaperRate", kind: kindInt, flags: []string{"reaper-rate"}},
 	{key: "mayfly.metricsListen", kind: kindString, flags: []string{"metrics-listen"}},
@@ -227,7 +229,7 @@ func (c *configFile) apply(fs *flag.FlagSet) error {
 			return fmt.Errorf("Error parsing YAML config file %s: option %s given twice", c.path, l.key)
 		}
 		seen[l.key] = true
-		if name, ok := strings.CutPrefix(l.key, "setParameter."); ok {
+		if name, ok := strings.CutPrefix(l.key, "setParameter."); ok && byKey[l.key] == nil {
 			if l.node.Kind != yaml.ScalarNode || isNull(l.node) {
 				return errors.New("Option: setParameter has a map with non scalar values, which is not allowed")
 			}

@@ -155,6 +155,7 @@ mayfly:
 		{"mayfly:\n  minFreeDisk: 1GB\n", "mayfly.minFreeDisk", "min-free-disk", "1GB"},
 		{"mayfly:\n  ballastSize: 64MB\n", "mayfly.ballastSize", "ballast-size", "64MB"},
 		{"security:\n  authorization: enabled\n", "security.authorization", "auth", "true"},
+		{"setParameter:\n  authenticationMechanisms: SCRAM-SHA-256\n", "setParameter.authenticationMechanisms", "authenticationMechanisms", "SCRAM-SHA-256"},
 	} {
 		fs, cf, code, errOut := loadConfig(t, "-f", writeConfig(t, tc.yaml))
 		if cf != nil {
