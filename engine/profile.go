@@ -43,6 +43,12 @@ type profiler struct {
 	sampleRate float64
 	active     atomic.Int32 // databases with a level above 0 (fast path)
 	writeMu    sync.Mutex   // serialises profile writes and trimming
+
+	// defaultLevel is the level of databases the profile command has not
+	// set (mongod's serverGlobalParams.defaultProfile, from
+	// operationProfiling.mode at startup). When above 0 it counts as one
+	// in active, for good: active counts explicit settings plus that one.
+	defaultLevel int32
 }
 
 func newProfiler() *profiler {
@@ -52,7 +58,15 @@ func newProfiler() *profiler {
 func (p *profiler) get(db string) dbProfile {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.dbs[db]
+	return p.lookupLocked(db)
+}
+
+// lookupLocked is db's setting, or the default level when it has none.
+func (p *profiler) lookupLocked(db string) dbProfile {
+	if s, ok := p.dbs[db]; ok {
+		return s
+	}
+	return dbProfile{level: p.defaultLevel}
 }
 
 // cmdProfile follows mongod 7.0 (profile.idl, profile_common.cpp,
@@ -113,7 +127,7 @@ func cmdProfile(e *Engine, r *Request) (bson.D, error) {
 	p := e.prof
 	readOnly := (level < 0 || level > 2) && !filterGiven
 	p.mu.Lock()
-	old := p.dbs[r.DB]
+	old := p.lookupLocked(r.DB)
 	oldSlow, oldRate := p.slowMS, p.sampleRate
 	p.mu.Unlock()
 	if !readOnly {

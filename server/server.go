@@ -84,6 +84,10 @@ type Config struct {
 	// MetricsListen is the address of the Prometheus /metrics, /healthz
 	// and /readyz listener ("" = none; see metrics.go).
 	MetricsListen string
+	// Setup, when set, runs once the engine is open and before the first
+	// connection is accepted (startup settings: the configuration file's
+	// setParameter and operationProfiling). Its error aborts Start.
+	Setup func(*engine.Engine) error
 }
 
 // Bounds of JournalCommitInterval, as mongod's --journalCommitInterval.
@@ -223,6 +227,14 @@ func Start(cfg Config) (*Server, error) {
 		ln.Close()
 		store.Close()
 		return nil, fmt.Errorf("cannot open the database in %s: %w", dir, err)
+	}
+	if cfg.Setup != nil {
+		if err := cfg.Setup(eng); err != nil {
+			ln.Close()
+			eng.Close()
+			store.Close()
+			return nil, err
+		}
 	}
 	s.engine = eng
 	s.wire = wire.NewServer(eng, wire.Options{Logger: log.Named("wire"), Limits: lim, Compressors: compressors})

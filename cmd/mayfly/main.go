@@ -63,6 +63,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	tlsOpts := tlsFlags(fs)
 	minFree := fs.String("min-free-disk", "256MiB", "refuse writes (error 14031 OutOfDiskSpace) while the data directory's filesystem has less free space than this: bytes, a size (256MiB, 1GB) or a percentage (5%); 0 refuses only when the disk is full")
 	ballast := fs.String("ballast-size", "1GiB", "size of the emergency ballast file <dbpath>/auxiliary/EMERGENCY_BALLAST to delete when the disk is full: bytes, a size or a percentage; capped at 1% of the filesystem unless set; 0 keeps none")
+	cf := configFlags(fs)
 	// --help goes to stdout (it was asked for); usage after a flag error
 	// goes to stderr. flag prints usage itself before returning ErrHelp, so
 	// the writer is chosen up front.
@@ -96,6 +97,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "mayfly (MongoDB %s compatible)\n", engine.Version)
 		return exitOK
 	}
+	if code := cf.load(fs, stderr); code >= 0 {
+		return code
+	}
 	if *commitMS < 1 || *commitMS > 500 {
 		fmt.Fprintf(stderr, "mayfly: invalid --journalCommitInterval %d: must be between 1 and 500 milliseconds\n", *commitMS)
 		return exitBadOptions
@@ -126,7 +130,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if !isFlagSet(fs, "ballast-size") {
 		ballastSize = ""
 	}
-	log, err := newLogger(*logLevel, *logFormat, stderr)
+	log, err := newLogger(*logLevel, *logFormat, cf.logWriter(stderr))
 	if err != nil {
 		fmt.Fprintf(stderr, "mayfly: %v\n", err)
 		return exitBadOptions
@@ -147,6 +151,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		parsed["net.compression.compressors"] = *netComp
 	}
 	tlsOpts.AddParsed(parsed)
+	cf.addParsed(parsed)
 	// Signals are caught before startup so that one arriving while the
 	// store opens still ends in a clean shutdown, not a kill.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -158,6 +163,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		JournalCommitInterval: time.Duration(*commitMS) * time.Millisecond,
 		TLS:                   *tlsOpts,
 		MetricsListen:         *metrics,
+		Setup:                 cf.setup,
 
 		NetworkMessageCompressors: *netComp,
 	})

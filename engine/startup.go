@@ -1,0 +1,89 @@
+package engine
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/mayflydb/mayfly/internal/bsonx"
+	"github.com/mayflydb/mayfly/internal/mongoerr"
+)
+
+// SetParameterAtStartup applies one setParameter given at startup (the
+// configuration file's setParameter section) as mongod's
+// server_options_helpers: the value is the option's text, read as the
+// parameter's type. Errors carry mongod's wording: an unknown name is
+// `Illegal --setParameter parameter: "x"`, one mayfly cannot change is
+// `Cannot use --setParameter to set "x" at startup`, a value that does not
+// parse or is refused is `Bad value for parameter "x": …`.
+func (e *Engine) SetParameterAtStartup(name, value string) error {
+	settable := e.runtimeParams()
+	cur, ok := bsonx.Get(settable, name)
+	if !ok {
+		if _, fixed := bsonx.Get(serverParameters(nil), name); fixed {
+			return fmt.Errorf("Cannot use --setParameter to set %q at startup", name)
+		}
+		return fmt.Errorf("Illegal --setParameter parameter: %q", name)
+	}
+	var v any
+	switch cur.(type) {
+	case bool:
+		// mongod's IDL bool parameters read "true"/"false"/"1"/"0" from text.
+		switch value {
+		case "true", "1":
+			v = true
+		case "false", "0":
+			v = false
+		default:
+			return fmt.Errorf("Bad value for parameter %q: Failed to parse bool from %q", name, value)
+		}
+	default:
+		n, err := strconv.ParseInt(value, 10, 64)
+		if err != nil {
+			return fmt.Errorf("Bad value for parameter %q: Failed to parse number from %q", name, value)
+		}
+		v = n
+	}
+	if err := e.setParam(name, v); err != nil {
+		return fmt.Errorf("Bad value for parameter %q: %s", name, mongoerr.From(err).Msg)
+	}
+	return nil
+}
+
+// CheckParameterAtStartup reports what SetParameterAtStartup would say,
+// without an engine: the command line is checked before the store opens,
+// so that a bad parameter fails fast with the bad-options exit code.
+func CheckParameterAtStartup(name, value string) error {
+	var scratch Engine // setParam and runtimeParams only touch params
+	return scratch.SetParameterAtStartup(name, value)
+}
+
+// SetDefaultProfile sets, at startup, what mongod's operationProfiling
+// options set: the profiling level of every database that has not been
+// given one by the profile command (serverGlobalParams.defaultProfile),
+// slowms and sampleRate. A negative slowMS or sampleRate keeps the default.
+func (e *Engine) SetDefaultProfile(level int32, slowMS int32, sampleRate float64) error {
+	if level < 0 || level > 2 {
+		return fmt.Errorf("profiling level must be 0, 1 or 2, got %d", level)
+	}
+	if sampleRate > 1 {
+		return fmt.Errorf("'sampleRate' must be between 0.0 and 1.0 inclusive")
+	}
+	p := e.prof
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if level > 0 && p.defaultLevel == 0 {
+		// Every database without a setting is profiled: the fast path in
+		// profileOp must never see zero active databases.
+		p.active.Add(1)
+	} else if level == 0 && p.defaultLevel > 0 {
+		p.active.Add(-1)
+	}
+	p.defaultLevel = level
+	if slowMS >= 0 {
+		p.slowMS = slowMS
+	}
+	if sampleRate >= 0 {
+		p.sampleRate = sampleRate
+	}
+	return nil
+}
