@@ -29,6 +29,9 @@ type Config struct {
 	ServerInfo ServerInfo
 	// Reaper configures background TTL deletion.
 	Reaper ReaperConfig
+	// Auth is mongod's --auth: commands need an authenticated user with
+	// the privileges they require (auth.go).
+	Auth bool
 }
 
 // ServerInfo is what the process around the engine knows: the command line,
@@ -79,6 +82,9 @@ type Engine struct {
 
 	params serverParams // runtime server parameters (setParameter)
 
+	users userCache  // admin.system.users in memory (auth_users.go)
+	auth  authConfig // --auth and per-connection authentication state (auth.go)
+
 	stop   chan struct{}
 	wg     sync.WaitGroup
 	closed atomic.Bool
@@ -114,6 +120,10 @@ func Open(cfg Config) (*Engine, error) {
 	if err := e.seedSystemVersion(); err != nil {
 		return nil, err
 	}
+	if err := e.loadUsers(); err != nil {
+		return nil, err
+	}
+	e.auth.enabled = cfg.Auth
 	e.reaper = newReaper(e, cfg.Reaper)
 	e.wg.Add(3)
 	go e.clockLoop()

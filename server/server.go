@@ -60,6 +60,10 @@ type Config struct {
 	WireLimits wire.Limits
 	// TLS is mongod's net.tls (see tls.go); the zero value is disabled.
 	TLS TLSOptions
+	// Auth is mongod's --auth (security.authorization: enabled): every
+	// command but the handshake needs an authenticated user with the
+	// privileges it requires.
+	Auth bool
 }
 
 // Bounds of JournalCommitInterval, as mongod's --journalCommitInterval.
@@ -181,6 +185,7 @@ func Start(cfg Config) (*Server, error) {
 			MaxConns: int64(wire.EffectiveMaxConns(lim.MaxConns)),
 		},
 		Reaper: engine.ReaperConfig{Rate: cfg.ReaperRate},
+		Auth:   cfg.Auth,
 	})
 	if err != nil {
 		ln.Close()

@@ -1,0 +1,71 @@
+package engine
+
+import (
+	"sync"
+
+	"github.com/mayflydb/mayfly/wire"
+)
+
+// authConfig is --auth and the authentication state of each connection.
+type authConfig struct {
+	enabled bool
+	mu      sync.Mutex
+	conns   map[*wire.ConnInfo]*connAuth
+}
+
+// userName is an authenticated user, user@db.
+type userName struct{ User, DB string }
+
+// connAuth is what one connection has authenticated as, and its SASL
+// conversation in progress.
+type connAuth struct {
+	mu     sync.Mutex
+	users  []userName
+	conv   *saslConv
+	nextID int32
+}
+
+// connAuthOf returns the connection's state (nil for internal requests).
+func (e *Engine) connAuthOf(c *wire.ConnInfo) *connAuth {
+	if c == nil {
+		return nil
+	}
+	e.auth.mu.Lock()
+	defer e.auth.mu.Unlock()
+	if e.auth.conns == nil {
+		e.auth.conns = map[*wire.ConnInfo]*connAuth{}
+	}
+	ca := e.auth.conns[c]
+	if ca == nil {
+		ca = &connAuth{}
+		e.auth.conns[c] = ca
+	}
+	return ca
+}
+
+func (e *Engine) forgetConnAuth(c *wire.ConnInfo) {
+	e.auth.mu.Lock()
+	delete(e.auth.conns, c)
+	e.auth.mu.Unlock()
+}
+
+// authenticatedUsers returns the users the connection is authenticated as
+// that still exist.
+func (e *Engine) authenticatedUsers(c *wire.ConnInfo) []*userRec {
+	ca := e.connAuthOf(c)
+	if ca == nil {
+		return nil
+	}
+	ca.mu.Lock()
+	names := append([]userName(nil), ca.users...)
+	ca.mu.Unlock()
+	var out []*userRec
+	for _, n := range names {
+		if u := e.lookupUser(n.DB, n.User); u != nil {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+type saslConv struct{}
