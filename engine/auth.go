@@ -3,6 +3,8 @@ package engine
 import (
 	"sync"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/mayflydb/mayfly/wire"
 )
 
@@ -68,4 +70,7 @@ func (e *Engine) authenticatedUsers(c *wire.ConnInfo) []*userRec {
 	return out
 }
 
-type saslConv struct{}
+
+// privilegesDoc lists the connection's privileges for connectionStatus's
+// showPrivileges.
+func (e *Engine) privilegesDoc(c *wire.ConnInfo) bson.A { return bson.A{} }
