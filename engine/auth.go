@@ -70,7 +70,6 @@ func (e *Engine) authenticatedUsers(c *wire.ConnInfo) []*userRec {
 	return out
 }
 
-
 // privilegesDoc lists the connection's privileges for connectionStatus's
 // showPrivileges.
 func (e *Engine) privilegesDoc(c *wire.ConnInfo) bson.A { return bson.A{} }
