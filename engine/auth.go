@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"net"
 	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mayflydb/mayfly/internal/mongoerr"
 
 	"github.com/mayflydb/mayfly/wire"
 )
@@ -73,3 +76,43 @@ func (e *Engine) authenticatedUsers(c *wire.ConnInfo) []*userRec {
 // privilegesDoc lists the connection's privileges for connectionStatus's
 // showPrivileges.
 func (e *Engine) privilegesDoc(c *wire.ConnInfo) bson.A { return bson.A{} }
+
+// noAuthCommands run without an authenticated user, as mongod's commands
+// whose requiresAuth() is false: the handshake and authentication itself.
+var noAuthCommands = map[string]bool{
+	"hello": true, "buildInfo": true, "ping": true, "saslStart": true, "saslContinue": true,
+	"authenticate": true, "logout": true, "connectionStatus": true, "listCommands": true,
+}
+
+// AuthFree reports whether a command runs without authentication.
+func AuthFree(name string) bool { return noAuthCommands[name] }
+
+// checkAuth is --auth: an authenticated user with the command's privileges
+// (auth_privs.go), or the localhost exception.
+func (e *Engine) checkAuth(c *Command, r *Request) error {
+	if !e.auth.enabled || noAuthCommands[c.Name] {
+		return nil
+	}
+	users := e.authenticatedUsers(r.Conn)
+	if len(users) == 0 {
+		if e.localhostException(c, r) {
+			return nil
+		}
+		return mongoerr.New(mongoerr.Unauthorized, "Command %s requires authentication", c.Name)
+	}
+	return e.authorize(c, r, users)
+}
+
+// localhostException is mongod's: with --auth and no user at all, a client
+// on the loopback interface may create the first user in admin.
+func (e *Engine) localhostException(c *Command, r *Request) bool {
+	if c.Name != "createUser" || r.DB != "admin" || r.Conn == nil || e.userCount() != 0 {
+		return false
+	}
+	host, _, err := net.SplitHostPort(r.Conn.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

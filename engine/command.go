@@ -169,6 +169,9 @@ func (e *Engine) dispatch(r *Request) (bson.D, error) {
 	if err := checkDatabaseName(dbs); err != nil {
 		return nil, err
 	}
+	if err := e.checkAuth(c, r); err != nil {
+		return nil, err
+	}
 	if err := checkAPIParameters(r, c); err != nil {
 		return nil, err
 	}

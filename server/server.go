@@ -117,6 +117,9 @@ func Start(cfg Config) (*Server, error) {
 			cfg.Parsed["storage.dbPath"] = cfg.DBPath
 		}
 		cfg.TLS.AddParsed(cfg.Parsed)
+		if cfg.Auth {
+			cfg.Parsed["security.authorization"] = "enabled"
+		}
 	}
 	log := cfg.Logger
 	s := &Server{cfg: cfg, log: log, served: make(chan error, 1)}
@@ -195,6 +198,14 @@ func Start(cfg Config) (*Server, error) {
 	s.engine = eng
 	s.wire = wire.NewServer(eng, wire.Options{Logger: log.Named("wire"), Limits: lim})
 	go func() { s.served <- s.wire.Serve(wire.NewTLSListener(ln, tlsCfg, tlsMode, log.Named("tls"))) }()
+	if !cfg.Auth {
+		// mongod's startup warning; off the loopback it matters.
+		if ip := net.ParseIP(cfg.Bind); ip == nil || !ip.IsLoopback() {
+			log.Warn("Access control is not enabled for the database and the server is bound to a non-loopback address: anyone who can reach it can read, change and drop all data. Start with --auth and create users.", zap.String("bindIp", cfg.Bind))
+		} else {
+			log.Warn("Access control is not enabled for the database. Read and write access to data and configuration is unrestricted")
+		}
+	}
 	log.Info("waiting for connections", zap.String("address", s.Addr()), zap.String("dbpath", dir), zap.Bool("inMemory", cfg.InMemory))
 	return s, nil
 }

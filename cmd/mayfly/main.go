@@ -56,6 +56,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		commitMS   = fs.Int("journalCommitInterval", 100, "milliseconds between syncs of the write-ahead log (1-500): the most a crash loses of writes acknowledged without j: true")
 		maxConns   = fs.Int("maxConns", wire.DefaultMaxConns, "maximum number of simultaneous connections (at most 80% of the open-file limit)")
 		version    = fs.Bool("version", false, "print the version and exit")
+		auth       = fs.Bool("auth", false, "require authentication: every command but the handshake needs a user with the privileges it requires")
 	)
 	fs.StringVar(bind, "bind_ip", "127.0.0.1", "same as --bind (mongod's spelling)")
 	tlsOpts := tlsFlags(fs)
@@ -124,6 +125,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		parsed["net.maxIncomingConnections"] = int32(*maxConns)
 	}
 	tlsOpts.AddParsed(parsed)
+	if *auth {
+		parsed["security.authorization"] = "enabled"
+	}
 	// Signals are caught before startup so that one arriving while the
 	// store opens still ends in a clean shutdown, not a kill.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -133,6 +137,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Argv: args, Parsed: parsed, ShutdownTimeout: shutdownTimeout,
 		JournalCommitInterval: time.Duration(*commitMS) * time.Millisecond,
 		TLS:                   *tlsOpts,
+		Auth:                  *auth,
 	})
 	if err != nil {
 		log.Error("startup failed", zap.Error(err))
