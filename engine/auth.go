@@ -16,6 +16,9 @@ type authConfig struct {
 	enabled bool
 	mu      sync.Mutex
 	conns   map[*wire.ConnInfo]*connAuth
+	// cursorOwners: who opened each cursor (user keys), for getMore and
+	// killCursors.
+	cursorOwners map[int64]string
 }
 
 // userName is an authenticated user, user@db.
@@ -75,7 +78,20 @@ func (e *Engine) authenticatedUsers(c *wire.ConnInfo) []*userRec {
 
 // privilegesDoc lists the connection's privileges for connectionStatus's
 // showPrivileges.
-func (e *Engine) privilegesDoc(c *wire.ConnInfo) bson.A { return bson.A{} }
+func (e *Engine) privilegesDoc(c *wire.ConnInfo) bson.A {
+	out := bson.A{}
+	for _, p := range userPrivileges(e.authenticatedUsers(c)) {
+		acts := bson.A{}
+		for _, a := range p.Actions {
+			if a == "*" {
+				a = "anyAction"
+			}
+			acts = append(acts, a)
+		}
+		out = append(out, bson.D{{Key: "resource", Value: p.Res.doc()}, {Key: "actions", Value: acts}})
+	}
+	return out
+}
 
 // noAuthCommands run without an authenticated user, as mongod's commands
 // whose requiresAuth() is false: the handshake and authentication itself.

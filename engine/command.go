@@ -32,6 +32,9 @@ type Request struct {
 	MoreToCome bool
 	// Deadline is set from maxTimeMS (zero when none).
 	Deadline time.Time
+	// authDBFilter, set by authorization, keeps listDatabases to the
+	// databases the user has privileges on.
+	authDBFilter func(db string) bool
 }
 
 // Arg returns the value of a command field.
@@ -194,7 +197,11 @@ func (e *Engine) dispatch(r *Request) (bson.D, error) {
 		return nil, err
 	}
 	e.countOp(c.Name)
-	return c.Run(e, r)
+	body, err := c.Run(e, r)
+	if err == nil && e.auth.enabled {
+		body = e.afterAuthorized(r, body)
+	}
+	return body, err
 }
 
 // checkWriteConcern refuses a writeConcern mongod would refuse on a
