@@ -155,3 +155,19 @@ func TestIssue15AuthCursorsAndStatus(t *testing.T) {
 		t.Fatalf("root's databases: %v", all)
 	}
 }
+
+// TestIssue15AuthSystemUsersWrites: a direct change to admin.system.users
+// (as mongorestore makes) takes effect for authorization at once.
+func TestIssue15AuthSystemUsersWrites(t *testing.T) {
+	t.Parallel()
+	s, root := rootedAuthServer(t)
+	ann := userClient(t, s, root, "ann", "app", bson.A{"read"})
+	wantCode(t, authErr(ann, "app", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{}}}}), 13, "Unauthorized")
+	_, err := root.Database("admin").Collection("system.users").UpdateOne(context.Background(), bson.D{{Key: "_id", Value: "app.ann"}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "roles", Value: bson.A{bson.D{{Key: "role", Value: "readWrite"}, {Key: "db", Value: "app"}}}}}}})
+	noErr(t, err, "update system.users")
+	authRun(t, ann, "app", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{}}}})
+	_, err = root.Database("admin").Collection("system.users").DeleteOne(context.Background(), bson.D{{Key: "_id", Value: "app.ann"}})
+	noErr(t, err, "delete from system.users")
+	wantCode(t, authErr(ann, "app", bson.D{{Key: "find", Value: "c"}}), 13, "Unauthorized")
+}
