@@ -594,7 +594,7 @@ func cmdListCommands(e *Engine, r *Request) (bson.D, error) {
 	for _, en := range all {
 		cmds = append(cmds, bson.E{Key: en.name, Value: bson.D{
 			{Key: "help", Value: en.c.Help},
-			{Key: "requiresAuth", Value: false},
+			{Key: "requiresAuth", Value: !AuthFree(en.c.Name)},
 			{Key: "secondaryOk", Value: true},
 			{Key: "adminOnly", Value: en.c.AdminOnly},
 			{Key: "apiVersions", Value: apiVersionsOf(en.name)},

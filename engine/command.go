@@ -71,8 +71,8 @@ type Command struct {
 	Aliases   []string // other spellings (isMaster, ismaster, buildinfo, …)
 	Help      string
 	AdminOnly bool // must run on the admin database
-	// Write marks commands listCommands reports as writes (adminOnly and
-	// requiresAuth are always false here: there is no auth yet).
+	// Write marks commands listCommands reports as writes (requiresAuth
+	// is true except for the commands AuthFree lists).
 	Write bool
 	Run   CommandFunc
 }
