@@ -60,3 +60,27 @@ func TestIssue15AuthRequired(t *testing.T) {
 	opts := authRun(t, root, "admin", bson.D{{Key: "getCmdLineOpts", Value: 1}})
 	valEq(t, opts, "parsed.security.authorization", "enabled")
 }
+
+// TestIssue15AuthMechanismsAndInitRoot: authenticationMechanisms limits
+// what authenticates and what hello advertises; InitRootUser (the
+// container's MAYFLY_INITDB_ROOT_*) creates the root user once.
+func TestIssue15AuthMechanismsAndInitRoot(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := authServer(t, server.Config{DBPath: dir, Auth: true, AuthMechanisms: []string{"SCRAM-SHA-256"}, InitRootUser: "boss", InitRootPassword: "pw"})
+	root := authClient(t, s, &options.Credential{Username: "boss", Password: "pw", AuthMechanism: "SCRAM-SHA-256"})
+	valEq(t, authRun(t, root, "admin", bson.D{{Key: "usersInfo", Value: "boss"}}), "users.0.mechanisms", bson.A{"SCRAM-SHA-256"})
+	valEq(t, authRun(t, root, "admin", bson.D{{Key: "hello", Value: 1}, {Key: "saslSupportedMechs", Value: "admin.boss"}}), "saslSupportedMechs", bson.A{"SCRAM-SHA-256"})
+	wantCode(t, authErr(root, "app", bson.D{{Key: "createUser", Value: "u"}, {Key: "pwd", Value: "p"}, {Key: "roles", Value: bson.A{}}, {Key: "mechanisms", Value: bson.A{"SCRAM-SHA-1"}}}), 2, "BadValue")
+	sha1 := authClient(t, s, &options.Credential{Username: "boss", Password: "pw", AuthMechanism: "SCRAM-SHA-1"})
+	if err := authErr(sha1, "admin", bson.D{{Key: "ping", Value: 1}}); err == nil {
+		t.Fatal("SCRAM-SHA-1 authenticated although it is not enabled")
+	}
+	wantCode(t, authErr(authClient(t, s, nil), "admin", bson.D{{Key: "saslStart", Value: 1}, {Key: "mechanism", Value: "SCRAM-SHA-1"}, {Key: "payload", Value: bson.Binary{Data: []byte("n,,n=boss,r=abc")}}}), 334, "MechanismUnavailable")
+	noErr(t, s.Close(), "close")
+
+	// A restart with the same settings keeps the user (and its password).
+	s2 := authServer(t, server.Config{DBPath: dir, Auth: true, InitRootUser: "boss", InitRootPassword: "other"})
+	root2 := authClient(t, s2, &options.Credential{Username: "boss", Password: "pw"})
+	authRun(t, root2, "admin", bson.D{{Key: "listDatabases", Value: 1}})
+}

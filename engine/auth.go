@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"net"
 	"sync"
 
@@ -19,6 +20,8 @@ type authConfig struct {
 	// cursorOwners: who opened each cursor (user keys), for getMore and
 	// killCursors.
 	cursorOwners map[int64]string
+	// mechs are the enabled SASL mechanisms (authenticationMechanisms).
+	mechs map[string]bool
 }
 
 // userName is an authenticated user, user@db.
@@ -131,4 +134,44 @@ func (e *Engine) localhostException(c *Command, r *Request) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// setAuthMechanisms is mongod's authenticationMechanisms: only these SASL
+// mechanisms authenticate (nil: both SCRAM mechanisms).
+func (e *Engine) setAuthMechanisms(mechs []string) error {
+	if len(mechs) == 0 {
+		mechs = allMechanisms
+	}
+	m := map[string]bool{}
+	for _, x := range mechs {
+		if x != mechSHA1 && x != mechSHA256 {
+			return fmt.Errorf("authenticationMechanisms: unsupported mechanism %q (mayfly supports SCRAM-SHA-1 and SCRAM-SHA-256)", x)
+		}
+		m[x] = true
+	}
+	e.auth.mechs = m
+	return nil
+}
+
+func (e *Engine) mechanismEnabled(m string) bool {
+	if e.auth.mechs == nil {
+		return m == mechSHA1 || m == mechSHA256
+	}
+	return e.auth.mechs[m]
+}
+
+// EnsureRootUser creates user in admin with the root role when no user
+// exists yet (the container image's MAYFLY_INITDB_ROOT_USERNAME and
+// _PASSWORD, in the spirit of the mongo image's MONGO_INITDB_ROOT_*). It
+// reports whether it created the user.
+func (e *Engine) EnsureRootUser(user, pwd string) (bool, error) {
+	if e.userCount() != 0 {
+		return false, nil
+	}
+	r := &Request{DB: usersDB, Name: "createUser", Cmd: bson.D{{Key: "createUser", Value: user}, {Key: "pwd", Value: pwd},
+		{Key: "roles", Value: bson.A{"root"}}, {Key: "writeConcern", Value: bson.D{{Key: "j", Value: true}}}}}
+	if _, err := cmdCreateUser(e, r); err != nil {
+		return false, err
+	}
+	return true, nil
 }

@@ -72,7 +72,7 @@ func payloadBytes(v any) ([]byte, bool) {
 func (e *Engine) startConv(r *Request, db string, cmd bson.D) (*saslConv, []byte, error) {
 	mv, _ := bsonx.Get(cmd, "mechanism")
 	mech, _ := mv.(string)
-	if mech != mechSHA1 && mech != mechSHA256 {
+	if !e.mechanismEnabled(mech) {
 		if mv == nil {
 			return nil, nil, mongoerr.New(40414, "BSON field 'saslStart.mechanism' is missing but a required field")
 		}
@@ -284,7 +284,13 @@ func (e *Engine) saslSupportedMechs(v any) bson.A {
 	if u == nil {
 		return nil
 	}
-	return u.mechanisms()
+	out := bson.A{}
+	for _, m := range u.mechanisms() {
+		if e.mechanismEnabled(m.(string)) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 func cmdLogout(e *Engine, r *Request) (bson.D, error) {

@@ -98,9 +98,15 @@ func rolesArray(rs []roleRef) bson.A {
 }
 
 // parseMechanisms reads the mechanisms option (default: both SCRAM ones).
-func parseMechanisms(name string, v any, ok bool) ([]string, error) {
+func (e *Engine) parseMechanisms(name string, v any, ok bool) ([]string, error) {
 	if !ok {
-		return allMechanisms, nil
+		var out []string
+		for _, m := range allMechanisms {
+			if e.mechanismEnabled(m) {
+				out = append(out, m)
+			}
+		}
+		return out, nil
 	}
 	a, isArr := v.(bson.A)
 	if !isArr {
@@ -114,6 +120,9 @@ func parseMechanisms(name string, v any, ok bool) ([]string, error) {
 		s, _ := x.(string)
 		if s != mechSHA1 && s != mechSHA256 {
 			return nil, mongoerr.New(mongoerr.BadValue, "Unknown auth mechanism '%v'", x)
+		}
+		if !e.mechanismEnabled(s) {
+			return nil, mongoerr.New(mongoerr.BadValue, "mechanisms field must be a subset of the authenticationMechanisms parameter")
 		}
 		want[s] = true
 	}
@@ -168,7 +177,7 @@ func cmdCreateUser(e *Engine, r *Request) (bson.D, error) {
 		return nil, err
 	}
 	mv, mok := r.Arg("mechanisms")
-	mechs, err := parseMechanisms("createUser", mv, mok)
+	mechs, err := e.parseMechanisms("createUser", mv, mok)
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +257,7 @@ func cmdUpdateUser(e *Engine, r *Request) (bson.D, error) {
 		}
 		var mechs []string
 		if hasMechs {
-			if mechs, err = parseMechanisms("updateUser", mv, true); err != nil {
+			if mechs, err = e.parseMechanisms("updateUser", mv, true); err != nil {
 				return nil, err
 			}
 		} else {

@@ -32,6 +32,10 @@ type Config struct {
 	// Auth is mongod's --auth: commands need an authenticated user with
 	// the privileges they require (auth.go).
 	Auth bool
+	// AuthMechanisms restricts the SASL mechanisms clients may use
+	// (mongod's authenticationMechanisms); empty: SCRAM-SHA-1 and
+	// SCRAM-SHA-256.
+	AuthMechanisms []string
 }
 
 // ServerInfo is what the process around the engine knows: the command line,
@@ -124,6 +128,9 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.auth.enabled = cfg.Auth
+	if err := e.setAuthMechanisms(cfg.AuthMechanisms); err != nil {
+		return nil, err
+	}
 	e.reaper = newReaper(e, cfg.Reaper)
 	e.wg.Add(3)
 	go e.clockLoop()

@@ -64,6 +64,13 @@ type Config struct {
 	// command but the handshake needs an authenticated user with the
 	// privileges it requires.
 	Auth bool
+	// AuthMechanisms is mongod's authenticationMechanisms (empty: both
+	// SCRAM mechanisms).
+	AuthMechanisms []string
+	// InitRootUser and InitRootPassword, when set, create a root user in
+	// admin at startup if no user exists (the container image's
+	// MAYFLY_INITDB_ROOT_USERNAME/_PASSWORD).
+	InitRootUser, InitRootPassword string
 }
 
 // Bounds of JournalCommitInterval, as mongod's --journalCommitInterval.
@@ -187,8 +194,9 @@ func Start(cfg Config) (*Server, error) {
 			},
 			MaxConns: int64(wire.EffectiveMaxConns(lim.MaxConns)),
 		},
-		Reaper: engine.ReaperConfig{Rate: cfg.ReaperRate},
-		Auth:   cfg.Auth,
+		Reaper:         engine.ReaperConfig{Rate: cfg.ReaperRate},
+		Auth:           cfg.Auth,
+		AuthMechanisms: cfg.AuthMechanisms,
 	})
 	if err != nil {
 		ln.Close()
@@ -196,6 +204,18 @@ func Start(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("cannot open the database in %s: %w", dir, err)
 	}
 	s.engine = eng
+	if cfg.InitRootUser != "" {
+		created, err := eng.EnsureRootUser(cfg.InitRootUser, cfg.InitRootPassword)
+		if err != nil {
+			eng.Close()
+			ln.Close()
+			store.Close()
+			return nil, fmt.Errorf("cannot create the root user %q: %w", cfg.InitRootUser, err)
+		}
+		if created {
+			log.Info("created the root user", zap.String("user", cfg.InitRootUser), zap.String("db", "admin"))
+		}
+	}
 	s.wire = wire.NewServer(eng, wire.Options{Logger: log.Named("wire"), Limits: lim})
 	go func() { s.served <- s.wire.Serve(wire.NewTLSListener(ln, tlsCfg, tlsMode, log.Named("tls"))) }()
 	if !cfg.Auth {

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -57,6 +58,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		maxConns   = fs.Int("maxConns", wire.DefaultMaxConns, "maximum number of simultaneous connections (at most 80% of the open-file limit)")
 		version    = fs.Bool("version", false, "print the version and exit")
 		auth       = fs.Bool("auth", false, "require authentication: every command but the handshake needs a user with the privileges it requires")
+		authMechs  = fs.String("authenticationMechanisms", "SCRAM-SHA-1,SCRAM-SHA-256", "comma-separated SASL mechanisms clients may authenticate with")
 	)
 	fs.StringVar(bind, "bind_ip", "127.0.0.1", "same as --bind (mongod's spelling)")
 	tlsOpts := tlsFlags(fs)
@@ -107,6 +109,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mayfly: %v\n", err)
 		return exitBadOptions
 	}
+	rootUser, rootPwd := os.Getenv("MAYFLY_INITDB_ROOT_USERNAME"), os.Getenv("MAYFLY_INITDB_ROOT_PASSWORD")
+	if (rootUser == "") != (rootPwd == "") {
+		fmt.Fprintln(stderr, "mayfly: MAYFLY_INITDB_ROOT_USERNAME and MAYFLY_INITDB_ROOT_PASSWORD must be set together")
+		return exitBadOptions
+	}
+	if rootUser != "" {
+		*auth = true // as the mongo image does with MONGO_INITDB_ROOT_USERNAME
+	}
+	var mechs []string
+	for _, m := range strings.Split(*authMechs, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			if m != "SCRAM-SHA-1" && m != "SCRAM-SHA-256" {
+				fmt.Fprintf(stderr, "mayfly: authenticationMechanisms: unsupported mechanism %q (SCRAM-SHA-1 and SCRAM-SHA-256 are)\n", m)
+				return exitBadOptions
+			}
+			mechs = append(mechs, m)
+		}
+	}
 	log, err := newLogger(*logLevel, *logFormat, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "mayfly: %v\n", err)
@@ -128,6 +148,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *auth {
 		parsed["security.authorization"] = "enabled"
 	}
+	if isFlagSet(fs, "authenticationMechanisms") {
+		parsed["setParameter.authenticationMechanisms"] = *authMechs
+	}
 	// Signals are caught before startup so that one arriving while the
 	// store opens still ends in a clean shutdown, not a kill.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -138,6 +161,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		JournalCommitInterval: time.Duration(*commitMS) * time.Millisecond,
 		TLS:                   *tlsOpts,
 		Auth:                  *auth,
+		AuthMechanisms:        mechs,
+		InitRootUser:          rootUser,
+		InitRootPassword:      rootPwd,
 	})
 	if err != nil {
 		log.Error("startup failed", zap.Error(err))
