@@ -174,12 +174,15 @@ func TestIssue15AuthUsersSurviveRestart(t *testing.T) {
 	noErr(t, err, "start")
 	cli := authClient(t, s, nil)
 	authRun(t, cli, "admin", bson.D{{Key: "createUser", Value: "root1"}, {Key: "pwd", Value: "pw"}, {Key: "roles", Value: bson.A{"root"}}})
+	authRun(t, cli, "app", bson.D{{Key: "createRole", Value: "r1"}, {Key: "privileges", Value: bson.A{}}, {Key: "roles", Value: bson.A{"read"}}})
 	_ = cli.Disconnect(context.Background())
 	noErr(t, s.Close(), "close")
 	s2 := authServer(t, server.Config{DBPath: dir})
 	cli2 := authClient(t, s2, nil)
 	got := authRun(t, cli2, "admin", bson.D{{Key: "usersInfo", Value: "root1"}})
 	eq(t, "after restart", got.Lookup("users").Array().Index(0).Document().Lookup("_id").StringValue(), "admin.root1")
+	got = authRun(t, cli2, "app", bson.D{{Key: "rolesInfo", Value: "r1"}})
+	eq(t, "role after restart", got.Lookup("roles").Array().Index(0).Document().Lookup("_id").StringValue(), "app.r1")
 }
 
 func md5hex(s string) string {

@@ -83,7 +83,7 @@ func (e *Engine) authenticatedUsers(c *wire.ConnInfo) []*userRec {
 // showPrivileges.
 func (e *Engine) privilegesDoc(c *wire.ConnInfo) bson.A {
 	out := bson.A{}
-	for _, p := range userPrivileges(e.authenticatedUsers(c)) {
+	for _, p := range e.userPrivileges(e.authenticatedUsers(c)) {
 		acts := bson.A{}
 		for _, a := range p.Actions {
 			if a == "*" {

@@ -137,12 +137,14 @@ func rolePrivileges(role roleRef) []privilege {
 	return nil
 }
 
-// userPrivileges merges the privileges of the users' roles.
-func userPrivileges(users []*userRec) []privilege {
+// userPrivileges merges the privileges of the users' roles, built-in and
+// user-defined (with the roles those inherit).
+func (e *Engine) userPrivileges(users []*userRec) []privilege {
 	var out []privilege
+	seen := map[roleRef]bool{}
 	for _, u := range users {
 		for _, r := range u.Roles {
-			out = append(out, rolePrivileges(r)...)
+			out = append(out, e.roleTreePrivileges(r, seen)...)
 		}
 	}
 	return out
@@ -220,7 +222,10 @@ var cmdAuth = map[string]authNeed{
 	"createUser": needUserRoles("createUser", "grantRole"), "updateUser": needUpdateUser,
 	"dropUser": onDB("dropUser"), "dropAllUsersFromDatabase": onDB("dropUser"),
 	"grantRolesToUser": needUserRoles("", "grantRole"), "revokeRolesFromUser": needUserRoles("", "revokeRole"),
-	"usersInfo": needUsersInfo, "rolesInfo": anyUser,
+	"usersInfo": needUsersInfo, "rolesInfo": needRolesInfo,
+	"createRole": needUserRoles("createRole", "grantRole"), "updateRole": needUserRoles("createRole", "grantRole"),
+	"dropRole": onDB("dropRole"), "grantPrivilegesToRole": onDB("grantRole"), "revokePrivilegesFromRole": onDB("revokeRole"),
+	"grantRolesToRole": needUserRoles("", "grantRole"), "revokeRolesFromRole": needUserRoles("", "revokeRole"),
 	"killAllSessions": onCluster("killAnySession"), "killAllSessionsByPattern": onCluster("killAnySession"),
 	// Any authenticated user: their own sessions and connection.
 	"startSession": anyUser, "endSessions": anyUser, "refreshSessions": anyUser, "killSessions": anyUser,
@@ -430,7 +435,7 @@ func (e *Engine) authorize(c *Command, r *Request, users []*userRec) error {
 	if err != nil {
 		return err
 	}
-	granted := userPrivileges(users)
+	granted := e.userPrivileges(users)
 	for _, p := range ps {
 		if !hasPrivilege(granted, p) {
 			return e.notAuthorized(r)

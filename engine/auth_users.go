@@ -103,9 +103,13 @@ func (e *Engine) usersOf(db string) []*userRec {
 	return out
 }
 
-// loadUsers reads admin.system.users into the cache.
+// loadUsers reads admin.system.users (and admin.system.roles) into the
+// caches.
 func (e *Engine) loadUsers() error {
-	docs, err := e.userDocs()
+	if err := e.loadRoles(); err != nil {
+		return err
+	}
+	docs, err := e.authDocs(usersColl)
 	if err != nil {
 		return err
 	}
@@ -121,8 +125,8 @@ func (e *Engine) loadUsers() error {
 	return nil
 }
 
-func (e *Engine) userDocs() ([]bson.D, error) {
-	c := e.cat.Get(usersDB, usersColl)
+func (e *Engine) authDocs(coll string) ([]bson.D, error) {
+	c := e.cat.Get(usersDB, coll)
 	if c == nil {
 		return nil, nil
 	}
@@ -263,9 +267,11 @@ func newUUID() bson.Binary {
 }
 
 // insertUserDoc, replaceUserDoc and deleteUserDoc change admin.system.users
-// and reload the cache.
-func (e *Engine) insertUserDoc(r *Request, d bson.D) error {
-	c, _, err := e.collectionForWrite(usersDB, usersColl)
+// (the authDoc forms admin.system.roles too) and reload the caches.
+func (e *Engine) insertUserDoc(r *Request, d bson.D) error { return e.insertAuthDoc(usersColl, r, d) }
+
+func (e *Engine) insertAuthDoc(coll string, r *Request, d bson.D) error {
+	c, _, err := e.collectionForWrite(usersDB, coll)
 	if err != nil {
 		return err
 	}
@@ -276,19 +282,27 @@ func (e *Engine) insertUserDoc(r *Request, d bson.D) error {
 }
 
 func (e *Engine) replaceUserDoc(r *Request, id string, d bson.D) (bool, error) {
-	return e.changeUserDoc(r, id, func(c *Collection, s *collState, rec *record) error {
+	return e.replaceAuthDoc(usersColl, r, id, d)
+}
+
+func (e *Engine) replaceAuthDoc(coll string, r *Request, id string, d bson.D) (bool, error) {
+	return e.changeAuthDoc(coll, r, id, func(c *Collection, s *collState, rec *record) error {
 		return c.commitDoc(r, s, rec, d)
 	})
 }
 
 func (e *Engine) deleteUserDoc(r *Request, id string) (bool, error) {
-	return e.changeUserDoc(r, id, func(c *Collection, s *collState, rec *record) error {
+	return e.deleteAuthDoc(usersColl, r, id)
+}
+
+func (e *Engine) deleteAuthDoc(coll string, r *Request, id string) (bool, error) {
+	return e.changeAuthDoc(coll, r, id, func(c *Collection, s *collState, rec *record) error {
 		return c.deleteRecord(r, s, rec)
 	})
 }
 
-func (e *Engine) changeUserDoc(r *Request, id string, fn func(c *Collection, s *collState, rec *record) error) (bool, error) {
-	c := e.cat.Get(usersDB, usersColl)
+func (e *Engine) changeAuthDoc(coll string, r *Request, id string, fn func(c *Collection, s *collState, rec *record) error) (bool, error) {
+	c := e.cat.Get(usersDB, coll)
 	if c == nil {
 		return false, nil
 	}

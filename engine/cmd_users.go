@@ -13,9 +13,6 @@ import (
 func init() {
 	Register(
 		&Command{Name: "usersInfo", Help: "list users", Run: cmdUsersInfo},
-		&Command{Name: "rolesInfo", Help: "list roles (user-defined roles are not supported: always empty)", Run: func(e *Engine, r *Request) (bson.D, error) {
-			return bson.D{{Key: "roles", Value: bson.A{}}}, nil
-		}},
 		&Command{Name: "createUser", Help: "create a user", Write: true, Run: cmdCreateUser},
 		&Command{Name: "updateUser", Help: "change a user's password, roles, mechanisms or customData", Write: true, Run: cmdUpdateUser},
 		&Command{Name: "dropUser", Help: "remove a user", Write: true, Run: cmdDropUser},
@@ -60,7 +57,7 @@ func userTarget(r *Request, name string) (string, error) {
 
 // parseRoles reads a roles array: role names on the command's database or
 // {role, db} documents; every role must exist.
-func parseRoles(r *Request, name string, v any) ([]roleRef, error) {
+func parseRoles(e *Engine, r *Request, name string, v any) ([]roleRef, error) {
 	a, ok := v.(bson.A)
 	if !ok {
 		return nil, mongoerr.New(mongoerr.TypeMismatch, "BSON field '%s.roles' is the wrong type '%s', expected type 'array'", name, bsonx.TypeName(v))
@@ -81,7 +78,7 @@ func parseRoles(r *Request, name string, v any) ([]roleRef, error) {
 		default:
 			return nil, mongoerr.New(mongoerr.BadValue, "Role names must be either strings or objects")
 		}
-		if !builtinRoleExists(rr) {
+		if !e.roleExists(rr) {
 			return nil, mongoerr.New(mongoerr.RoleNotFound, "Could not find role: %s@%s", rr.Role, rr.DB)
 		}
 		out = append(out, rr)
@@ -172,7 +169,7 @@ func cmdCreateUser(e *Engine, r *Request) (bson.D, error) {
 	if pwd == "" {
 		return nil, mongoerr.New(mongoerr.BadValue, "User passwords must not be empty")
 	}
-	roles, err := parseRoles(r, "createUser", rv)
+	roles, err := parseRoles(e, r, "createUser", rv)
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +275,7 @@ func cmdUpdateUser(e *Engine, r *Request) (bson.D, error) {
 		doc = setField(doc, "customData", cd)
 	}
 	if hasRoles {
-		roles, err := parseRoles(r, "updateUser", rv)
+		roles, err := parseRoles(e, r, "updateUser", rv)
 		if err != nil {
 			return nil, err
 		}
@@ -341,7 +338,7 @@ func changeRoles(e *Engine, r *Request, name string, grant bool) (bson.D, error)
 	if !ok {
 		return nil, mongoerr.New(40414, "BSON field '%s.roles' is missing but a required field", name)
 	}
-	roles, err := parseRoles(r, name, rv)
+	roles, err := parseRoles(e, r, name, rv)
 	if err != nil {
 		return nil, err
 	}

@@ -198,7 +198,7 @@ func (e *Engine) dispatch(r *Request) (bson.D, error) {
 	}
 	e.countOp(c.Name)
 	body, err := c.Run(e, r)
-	if r.DB == usersDB && (r.Target() == usersColl || c.Name == "dropDatabase") && c.Name != "find" {
+	if r.DB == usersDB && (r.Target() == usersColl || r.Target() == rolesColl || c.Name == "dropDatabase") && c.Name != "find" {
 		// A direct change to admin.system.users (a restore, a root user's
 		// update) reaches the user cache too.
 		if lerr := e.loadUsers(); lerr != nil && err == nil {

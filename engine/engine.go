@@ -87,6 +87,7 @@ type Engine struct {
 	params serverParams // runtime server parameters (setParameter)
 
 	users userCache  // admin.system.users in memory (auth_users.go)
+	roles roleCache  // admin.system.roles in memory (auth_customroles.go)
 	auth  authConfig // --auth and per-connection authentication state (auth.go)
 
 	stop   chan struct{}
