@@ -53,6 +53,7 @@ func TestIssue15AuthSCRAM(t *testing.T) {
 		cli := authClient(t, s, &options.Credential{AuthMechanism: tc.mech, AuthSource: "app", Username: tc.user, Password: tc.pwd})
 		eq(t, tc.mech+" "+tc.user, whoAmI(t, cli), tc.user+"@app")
 	}
+	failStart := time.Now()
 	for _, tc := range []struct{ mech, user, pwd, src string }{
 		{"SCRAM-SHA-256", "ann", "wrong", "app"}, {"SCRAM-SHA-1", "ann", "wrong", "app"},
 		{"SCRAM-SHA-256", "nobody", "x", "app"}, {"SCRAM-SHA-256", "ann", "s3cret", "admin"},
@@ -67,6 +68,11 @@ func TestIssue15AuthSCRAM(t *testing.T) {
 		if d := time.Since(start); d < 150*time.Millisecond {
 			t.Fatalf("%+v: failure answered in %v: not slowed", tc, d)
 		}
+	}
+	// Further failures from the same address wait longer: 200, 400, 800 ms,
+	// then 1 s each.
+	if d := time.Since(failStart); d < 3400*time.Millisecond {
+		t.Fatalf("5 failures from one address took %v, want at least 3.4 s of backoff", d)
 	}
 	failed := logs.FilterMessage("Authentication failed").All()
 	if len(failed) < 5 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -22,6 +23,13 @@ type authConfig struct {
 	cursorOwners map[int64]string
 	// mechs are the enabled SASL mechanisms (authenticationMechanisms).
 	mechs map[string]bool
+	// fails counts recent failed authentications per client address.
+	fails map[string]authFails
+}
+
+type authFails struct {
+	n    int
+	last time.Time
 }
 
 // userName is an authenticated user, user@db.

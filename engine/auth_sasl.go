@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"net"
 	"strings"
 	"time"
 
@@ -18,8 +19,45 @@ import (
 // speculativeAuthenticate and saslSupportedMechs, logout.
 
 // AuthFailureDelay is how long a failed authentication is held before its
-// reply, to slow password guessing.
-var AuthFailureDelay = 200 * time.Millisecond
+// reply, to slow password guessing; it doubles with each further failure
+// from the same address within a minute, up to MaxAuthFailureDelay.
+var (
+	AuthFailureDelay    = 200 * time.Millisecond
+	MaxAuthFailureDelay = time.Second
+)
+
+// failureDelay counts a failure from the client's address and returns how
+// long to hold its reply.
+func (e *Engine) failureDelay(remote string) time.Duration {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	now := time.Now()
+	e.auth.mu.Lock()
+	defer e.auth.mu.Unlock()
+	if e.auth.fails == nil || len(e.auth.fails) > 10000 {
+		old := e.auth.fails
+		e.auth.fails = map[string]authFails{}
+		for h, f := range old {
+			if now.Sub(f.last) < time.Minute {
+				e.auth.fails[h] = f
+			}
+		}
+	}
+	f := e.auth.fails[host]
+	if now.Sub(f.last) >= time.Minute {
+		f.n = 0
+	}
+	f.n++
+	f.last = now
+	e.auth.fails[host] = f
+	d := AuthFailureDelay
+	for i := 1; i < f.n && d < MaxAuthFailureDelay; i++ {
+		d *= 2
+	}
+	return min(d, MaxAuthFailureDelay)
+}
 
 // saslConv is a SCRAM conversation in progress on a connection.
 type saslConv struct {
@@ -69,7 +107,7 @@ func payloadBytes(v any) ([]byte, bool) {
 
 // startConv begins a conversation for db from a saslStart document and
 // returns the server's first message.
-func (e *Engine) startConv(r *Request, db string, cmd bson.D) (*saslConv, []byte, error) {
+func (e *Engine) startConv(r *Request, db string, cmd bson.D, speculative bool) (*saslConv, []byte, error) {
 	mv, _ := bsonx.Get(cmd, "mechanism")
 	mech, _ := mv.(string)
 	if !e.mechanismEnabled(mech) {
@@ -109,6 +147,11 @@ func (e *Engine) startConv(r *Request, db string, cmd bson.D) (*saslConv, []byte
 	c.conv = srv.NewConversation()
 	out, err := c.conv.Step(string(payload))
 	if err != nil {
+		if speculative {
+			// The driver falls back to saslStart, which fails, is logged
+			// and held there: one attempt, one failure.
+			return nil, nil, authFailed()
+		}
 		return nil, nil, e.authFailure(r, c, err)
 	}
 	return c, []byte(out), nil
@@ -133,8 +176,8 @@ func (e *Engine) authFailure(r *Request, c *saslConv, cause error) error {
 	}
 	e.log.Warn("Authentication failed", zap.String("mechanism", c.mech), zap.String("user", c.user),
 		zap.String("db", c.db), zap.String("remote", remote), zap.String("error", cause.Error()))
-	if AuthFailureDelay > 0 {
-		t := time.NewTimer(AuthFailureDelay)
+	if delay := e.failureDelay(remote); delay > 0 {
+		t := time.NewTimer(delay)
 		defer t.Stop()
 		if r.Ctx != nil {
 			select {
@@ -186,7 +229,7 @@ func (e *Engine) install(r *Request, c *saslConv) {
 }
 
 func cmdSaslStart(e *Engine, r *Request) (bson.D, error) {
-	c, out, err := e.startConv(r, r.DB, r.Cmd)
+	c, out, err := e.startConv(r, r.DB, r.Cmd, false)
 	if err != nil {
 		return nil, err
 	}
@@ -262,7 +305,7 @@ func (e *Engine) speculativeAuth(r *Request, v any) bson.D {
 	if db == "" {
 		db = r.DB
 	}
-	c, out, err := e.startConv(r, db, d)
+	c, out, err := e.startConv(r, db, d, true)
 	if err != nil {
 		return nil
 	}
