@@ -421,7 +421,8 @@ func totalMemory() uint64 {
 	return 0
 }
 
-// cmdConnectionStatus reports nobody authenticated: there is no auth yet.
+// cmdConnectionStatus reports the connection's user, its roles and (showPrivileges)
+// its privileges (auth.go).
 func cmdConnectionStatus(e *Engine, r *Request) (bson.D, error) {
 	users, roles := bson.A{}, bson.A{}
 	for _, u := range e.authenticatedUsers(r.Conn) {
