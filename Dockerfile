@@ -2,6 +2,9 @@
 # mayfly in a container.
 #   docker build -t mayfly .                      # the server image (last stage)
 #   docker run -p 27017:27017 -v mayfly-data:/data mayfly
+#   docker run -e MAYFLY_INITDB_ROOT_USERNAME=admin -e MAYFLY_INITDB_ROOT_PASSWORD=secret ... mayfly
+#     (as the mongo image's MONGO_INITDB_ROOT_*: turns on --auth and creates that root user in
+#     admin on first start)
 #   docker compose up --build --exit-code-from compat   # server + compat suites
 #
 # Stages: build (static binary), compat (Go + Node.js + the compat suites, used

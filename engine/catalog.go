@@ -331,7 +331,7 @@ func ValidateCollName(db, coll string) error {
 	case len(db)+1+len(coll) > maxNSLen:
 		return mongoerr.New(mongoerr.InvalidNamespace, "Fully qualified namespace is too long. Namespace: %s.%s Max: %d", db, coll, maxNSLen)
 	case strings.HasPrefix(coll, "system.") && !allowedSystem[coll] &&
-		!(db == "admin" && coll == "system.version") && !(db == "config" && coll == "system.sessions"):
+		!(db == "admin" && (coll == "system.version" || coll == "system.users" || coll == "system.roles")) && !(db == "config" && coll == "system.sessions"):
 		return mongoerr.New(mongoerr.InvalidNamespace, "Invalid system namespace: %s.%s", db, coll)
 	}
 	return nil

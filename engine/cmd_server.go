@@ -86,7 +86,7 @@ func cmdHello(e *Engine, r *Request) (bson.D, error) {
 	if r.Conn != nil {
 		connID = r.Conn.ID
 	}
-	return append(d,
+	d = append(d,
 		bson.E{Key: "maxBsonObjectSize", Value: maxBSONObjectSize},
 		bson.E{Key: "maxMessageSizeBytes", Value: maxMessageSizeBytes},
 		bson.E{Key: "maxWriteBatchSize", Value: maxWriteBatchSize},
@@ -96,7 +96,18 @@ func cmdHello(e *Engine, r *Request) (bson.D, error) {
 		bson.E{Key: "minWireVersion", Value: int32(0)},
 		bson.E{Key: "maxWireVersion", Value: MaxWireVersion},
 		bson.E{Key: "readOnly", Value: false},
-	), nil
+	)
+	if v, ok := r.Arg("saslSupportedMechs"); ok {
+		if mechs := e.saslSupportedMechs(v); mechs != nil {
+			d = append(d, bson.E{Key: "saslSupportedMechs", Value: mechs})
+		}
+	}
+	if v, ok := r.Arg("speculativeAuthenticate"); ok {
+		if sa := e.speculativeAuth(r, v); sa != nil {
+			d = append(d, bson.E{Key: "speculativeAuthenticate", Value: sa})
+		}
+	}
+	return d, nil
 }
 
 func srvIntValue(v int64) any {
@@ -410,11 +421,19 @@ func totalMemory() uint64 {
 	return 0
 }
 
-// cmdConnectionStatus reports nobody authenticated: there is no auth yet.
+// cmdConnectionStatus reports the connection's user, its roles and (showPrivileges)
+// its privileges (auth.go).
 func cmdConnectionStatus(e *Engine, r *Request) (bson.D, error) {
-	auth := bson.D{{Key: "authenticatedUsers", Value: bson.A{}}, {Key: "authenticatedUserRoles", Value: bson.A{}}}
+	users, roles := bson.A{}, bson.A{}
+	for _, u := range e.authenticatedUsers(r.Conn) {
+		users = append(users, bson.D{{Key: "user", Value: u.User}, {Key: "db", Value: u.DB}})
+		for _, rr := range u.Roles {
+			roles = append(roles, rr.doc())
+		}
+	}
+	auth := bson.D{{Key: "authenticatedUsers", Value: users}, {Key: "authenticatedUserRoles", Value: roles}}
 	if v, ok := r.Arg("showPrivileges"); ok && srvTruthy(v) {
-		auth = append(auth, bson.E{Key: "authenticatedUserPrivileges", Value: bson.A{}})
+		auth = append(auth, bson.E{Key: "authenticatedUserPrivileges", Value: e.privilegesDoc(r.Conn)})
 	}
 	return bson.D{{Key: "authInfo", Value: auth}}, nil
 }
@@ -576,7 +595,7 @@ func cmdListCommands(e *Engine, r *Request) (bson.D, error) {
 	for _, en := range all {
 		cmds = append(cmds, bson.E{Key: en.name, Value: bson.D{
 			{Key: "help", Value: en.c.Help},
-			{Key: "requiresAuth", Value: false},
+			{Key: "requiresAuth", Value: !AuthFree(en.c.Name)},
 			{Key: "secondaryOk", Value: true},
 			{Key: "adminOnly", Value: en.c.AdminOnly},
 			{Key: "apiVersions", Value: apiVersionsOf(en.name)},

@@ -32,6 +32,9 @@ type Request struct {
 	MoreToCome bool
 	// Deadline is set from maxTimeMS (zero when none).
 	Deadline time.Time
+	// authDBFilter, set by authorization, keeps listDatabases to the
+	// databases the user has privileges on.
+	authDBFilter func(db string) bool
 }
 
 // Arg returns the value of a command field.
@@ -68,8 +71,8 @@ type Command struct {
 	Aliases   []string // other spellings (isMaster, ismaster, buildinfo, …)
 	Help      string
 	AdminOnly bool // must run on the admin database
-	// Write marks commands listCommands reports as writes (adminOnly and
-	// requiresAuth are always false here: there is no auth yet).
+	// Write marks commands listCommands reports as writes (requiresAuth
+	// is true except for the commands AuthFree lists).
 	Write bool
 	Run   CommandFunc
 }
@@ -172,6 +175,9 @@ func (e *Engine) dispatch(r *Request) (bson.D, error) {
 	if err := checkDatabaseName(dbs); err != nil {
 		return nil, err
 	}
+	if err := e.checkAuth(c, r); err != nil {
+		return nil, err
+	}
 	if err := checkAPIParameters(r, c); err != nil {
 		return nil, err
 	}
@@ -194,7 +200,18 @@ func (e *Engine) dispatch(r *Request) (bson.D, error) {
 		return nil, err
 	}
 	e.countOp(c.Name)
-	return c.Run(e, r)
+	body, err := c.Run(e, r)
+	if r.DB == usersDB && (r.Target() == usersColl || r.Target() == rolesColl || c.Name == "dropDatabase") && c.Name != "find" {
+		// A direct change to admin.system.users (a restore, a root user's
+		// update) reaches the user cache too.
+		if lerr := e.loadUsers(); lerr != nil && err == nil {
+			err = lerr
+		}
+	}
+	if err == nil && e.auth.enabled {
+		body = e.afterAuthorized(r, body)
+	}
+	return body, err
 }
 
 // checkWriteConcern refuses a writeConcern mongod would refuse on a

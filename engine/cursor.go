@@ -203,3 +203,11 @@ func cursorReply(batchName string, batch bson.A, id int64, ns string) bson.D {
 		{Key: "ns", Value: ns},
 	}}}
 }
+
+// exists reports whether a cursor is open.
+func (t *cursorTable) exists(id int64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.cursors[id]
+	return ok
+}

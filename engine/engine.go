@@ -32,6 +32,13 @@ type Config struct {
 	// CommandMetrics counts commands, their latency and the documents they
 	// touch, for the metrics endpoint (metrics.go).
 	CommandMetrics bool
+	// Auth is mongod's --auth: commands need an authenticated user with
+	// the privileges they require (auth.go).
+	Auth bool
+	// AuthMechanisms restricts the SASL mechanisms clients may use
+	// (mongod's authenticationMechanisms); empty: SCRAM-SHA-1 and
+	// SCRAM-SHA-256.
+	AuthMechanisms []string
 }
 
 // ServerInfo is what the process around the engine knows: the command line,
@@ -83,6 +90,9 @@ type Engine struct {
 	params serverParams // runtime server parameters (setParameter)
 
 	cmdMetrics *commandMetrics // nil unless Config.CommandMetrics (metrics.go)
+	users      userCache       // admin.system.users in memory (auth_users.go)
+	roles      roleCache       // admin.system.roles in memory (auth_customroles.go)
+	auth       authConfig      // --auth and per-connection authentication state (auth.go)
 
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -120,6 +130,13 @@ func Open(cfg Config) (*Engine, error) {
 		e.cmdMetrics = newCommandMetrics()
 	}
 	if err := e.seedSystemVersion(); err != nil {
+		return nil, err
+	}
+	if err := e.loadUsers(); err != nil {
+		return nil, err
+	}
+	e.auth.enabled = cfg.Auth
+	if err := e.setAuthMechanisms(cfg.AuthMechanisms); err != nil {
 		return nil, err
 	}
 	e.reaper = newReaper(e, cfg.Reaper)

@@ -163,6 +163,7 @@ func (o *opRegistry) end(op *operation) {
 
 // ConnClosed implements wire.ConnObserver: the connection leaves the table.
 func (e *Engine) ConnClosed(c *wire.ConnInfo) {
+	e.forgetConnAuth(c)
 	o := &e.running
 	o.mu.Lock()
 	defer o.mu.Unlock()

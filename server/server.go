@@ -88,6 +88,17 @@ type Config struct {
 	// connection is accepted (startup settings: the configuration file's
 	// setParameter and operationProfiling). Its error aborts Start.
 	Setup func(*engine.Engine) error
+	// Auth is mongod's --auth (security.authorization: enabled): every
+	// command but the handshake needs an authenticated user with the
+	// privileges it requires.
+	Auth bool
+	// AuthMechanisms is mongod's authenticationMechanisms (empty: both
+	// SCRAM mechanisms).
+	AuthMechanisms []string
+	// InitRootUser and InitRootPassword, when set, create a root user in
+	// admin at startup if no user exists (the container image's
+	// MAYFLY_INITDB_ROOT_USERNAME/_PASSWORD).
+	InitRootUser, InitRootPassword string
 }
 
 // Bounds of JournalCommitInterval, as mongod's --journalCommitInterval.
@@ -146,6 +157,9 @@ func Start(cfg Config) (*Server, error) {
 			cfg.Parsed["storage.dbPath"] = cfg.DBPath
 		}
 		cfg.TLS.AddParsed(cfg.Parsed)
+		if cfg.Auth {
+			cfg.Parsed["security.authorization"] = "enabled"
+		}
 	}
 	log := cfg.Logger
 	s := &Server{cfg: cfg, log: log, served: make(chan error, 1)}
@@ -222,6 +236,8 @@ func Start(cfg Config) (*Server, error) {
 		},
 		Reaper:         engine.ReaperConfig{Rate: cfg.ReaperRate},
 		CommandMetrics: cfg.MetricsListen != "",
+		Auth:           cfg.Auth,
+		AuthMechanisms: cfg.AuthMechanisms,
 	})
 	if err != nil {
 		ln.Close()
@@ -237,6 +253,18 @@ func Start(cfg Config) (*Server, error) {
 		}
 	}
 	s.engine = eng
+	if cfg.InitRootUser != "" {
+		created, err := eng.EnsureRootUser(cfg.InitRootUser, cfg.InitRootPassword)
+		if err != nil {
+			eng.Close()
+			ln.Close()
+			store.Close()
+			return nil, fmt.Errorf("cannot create the root user %q: %w", cfg.InitRootUser, err)
+		}
+		if created {
+			log.Info("created the root user", zap.String("user", cfg.InitRootUser), zap.String("db", "admin"))
+		}
+	}
 	s.wire = wire.NewServer(eng, wire.Options{Logger: log.Named("wire"), Limits: lim, Compressors: compressors})
 	if cfg.MetricsListen != "" {
 		if s.metrics, err = startMetrics(s, cfg.MetricsListen); err != nil {
@@ -248,6 +276,14 @@ func Start(cfg Config) (*Server, error) {
 	}
 	go func() { s.served <- s.wire.Serve(wire.NewTLSListener(ln, tlsCfg, tlsMode, log.Named("tls"))) }()
 	s.ready.Store(true)
+	if !cfg.Auth {
+		// mongod's startup warning; off the loopback it matters.
+		if ip := net.ParseIP(cfg.Bind); ip == nil || !ip.IsLoopback() {
+			log.Warn("Access control is not enabled for the database and the server is bound to a non-loopback address: anyone who can reach it can read, change and drop all data. Start with --auth and create users.", zap.String("bindIp", cfg.Bind))
+		} else {
+			log.Warn("Access control is not enabled for the database. Read and write access to data and configuration is unrestricted")
+		}
+	}
 	log.Info("waiting for connections", zap.String("address", s.Addr()), zap.String("dbpath", dir), zap.Bool("inMemory", cfg.InMemory))
 	return s, nil
 }

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -58,6 +59,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		version    = fs.Bool("version", false, "print the version and exit")
 		netComp    = fs.String("networkMessageCompressors", wire.DefaultCompressors, "compressors for wire messages, negotiated through hello: a comma-separated list of snappy, zstd, zlib, or disabled")
 		metrics    = fs.String("metrics-listen", "", "address (host:port) to serve Prometheus /metrics, /healthz and /readyz on (empty = off)")
+		auth       = fs.Bool("auth", false, "require authentication: every command but the handshake needs a user with the privileges it requires")
+		authMechs  = fs.String("authenticationMechanisms", "SCRAM-SHA-1,SCRAM-SHA-256", "comma-separated SASL mechanisms clients may authenticate with")
 	)
 	fs.StringVar(bind, "bind_ip", "127.0.0.1", "same as --bind (mongod's spelling)")
 	tlsOpts := tlsFlags(fs)
@@ -130,6 +133,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if !isFlagSet(fs, "ballast-size") {
 		ballastSize = ""
 	}
+	rootUser, rootPwd := os.Getenv("MAYFLY_INITDB_ROOT_USERNAME"), os.Getenv("MAYFLY_INITDB_ROOT_PASSWORD")
+	if (rootUser == "") != (rootPwd == "") {
+		fmt.Fprintln(stderr, "mayfly: MAYFLY_INITDB_ROOT_USERNAME and MAYFLY_INITDB_ROOT_PASSWORD must be set together")
+		return exitBadOptions
+	}
+	if rootUser != "" {
+		*auth = true // as the mongo image does with MONGO_INITDB_ROOT_USERNAME
+	}
+	var mechs []string
+	for _, m := range strings.Split(*authMechs, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			if m != "SCRAM-SHA-1" && m != "SCRAM-SHA-256" {
+				fmt.Fprintf(stderr, "mayfly: authenticationMechanisms: unsupported mechanism %q (SCRAM-SHA-1 and SCRAM-SHA-256 are)\n", m)
+				return exitBadOptions
+			}
+			mechs = append(mechs, m)
+		}
+	}
 	log, err := newLogger(*logLevel, *logFormat, cf.logWriter(stderr))
 	if err != nil {
 		fmt.Fprintf(stderr, "mayfly: %v\n", err)
@@ -152,6 +173,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	tlsOpts.AddParsed(parsed)
 	cf.addParsed(parsed)
+	if *auth {
+		parsed["security.authorization"] = "enabled"
+	}
+	if isFlagSet(fs, "authenticationMechanisms") {
+		parsed["setParameter.authenticationMechanisms"] = *authMechs
+	}
 	// Signals are caught before startup so that one arriving while the
 	// store opens still ends in a clean shutdown, not a kill.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -164,6 +191,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		TLS:                   *tlsOpts,
 		MetricsListen:         *metrics,
 		Setup:                 cf.setup,
+		Auth:                  *auth,
+		AuthMechanisms:        mechs,
+		InitRootUser:          rootUser,
+		InitRootPassword:      rootPwd,
 
 		NetworkMessageCompressors: *netComp,
 	})

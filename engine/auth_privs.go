@@ -1,0 +1,643 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mayflydb/mayfly/internal/bsonx"
+	"github.com/mayflydb/mayfly/internal/mongoerr"
+	"github.com/mayflydb/mayfly/wire"
+)
+
+// Authorization as mongod's: a privilege is a set of actions (mongod's
+// action names) on a resource; built-in roles grant privileges
+// (role_graph_builtin_roles.cpp, coarsely); each command of the table
+// names the privileges it needs (its checkAuthForOperation).
+
+// resource is {db, collection}, {cluster: true} or {anyResource: true}.
+// An empty db means any database; an empty collection any collection of
+// the database that is not a system collection.
+type resource struct {
+	Cluster, Any bool
+	DB, Coll     string
+}
+
+func (r resource) doc() bson.D {
+	switch {
+	case r.Any:
+		return bson.D{{Key: "anyResource", Value: true}}
+	case r.Cluster:
+		return bson.D{{Key: "cluster", Value: true}}
+	}
+	return bson.D{{Key: "db", Value: r.DB}, {Key: "collection", Value: r.Coll}}
+}
+
+// covers reports whether a granted resource g includes the needed one n.
+func (g resource) covers(n resource) bool {
+	switch {
+	case g.Any:
+		return true
+	case g.Cluster || n.Cluster:
+		return g.Cluster && n.Cluster
+	}
+	if g.DB != "" && g.DB != n.DB {
+		return false
+	}
+	if g.Coll != "" {
+		return g.Coll == n.Coll
+	}
+	// A database-wide grant covers its normal collections and the
+	// database itself, not system collections.
+	return !strings.HasPrefix(n.Coll, "system.") || n.Coll == "system.js"
+}
+
+type privilege struct {
+	Res     resource
+	Actions []string
+}
+
+func dbRes(db string) resource               { return resource{DB: db} }
+func nsRes(db, coll string) resource         { return resource{DB: db, Coll: coll} }
+func clusterRes() resource                   { return resource{Cluster: true} }
+func priv(r resource, a ...string) privilege { return privilege{r, a} }
+
+var (
+	readActions      = []string{"changeStream", "collStats", "dbHash", "dbStats", "find", "killCursors", "listCollections", "listIndexes", "listSearchIndexes"}
+	readWriteActions = append(append([]string{}, readActions...), "convertToCapped", "createCollection", "createIndex", "dropCollection", "dropIndex", "insert", "remove", "renameCollectionSameDB", "update")
+	dbAdminActions   = []string{"bypassDocumentValidation", "collMod", "collStats", "compact", "convertToCapped", "createCollection", "createIndex", "dbStats", "dropCollection", "dropDatabase", "dropIndex", "enableProfiler", "listCollections", "listIndexes", "planCacheIndexFilter", "planCacheRead", "planCacheWrite", "reIndex", "renameCollectionSameDB", "validate"}
+	userAdminActions = []string{"changeCustomData", "changePassword", "createRole", "createUser", "dropRole", "dropUser", "grantRole", "revokeRole", "setAuthenticationRestriction", "viewRole", "viewUser"}
+	monitorActions   = []string{"connPoolStats", "getCmdLineOpts", "getLog", "getParameter", "hostInfo", "inprog", "listDatabases", "listSessions", "netstat", "serverStatus", "top"}
+	hostMgrActions   = []string{"applicationMessage", "connPoolSync", "dropConnections", "fsync", "invalidateUserCache", "killAnyCursor", "killAnySession", "killop", "logRotate", "setParameter", "shutdown", "unlock"}
+	clusterMgrAction = []string{"appendOplogNote", "applicationMessage", "cleanupOrphaned", "listSessions"}
+)
+
+// rolePrivileges is what a built-in role granted on db gives.
+func rolePrivileges(role roleRef) []privilege {
+	db := role.DB
+	profile := nsRes(db, "system.profile")
+	switch role.Role {
+	case "read":
+		return []privilege{priv(dbRes(db), readActions...)}
+	case "readWrite":
+		return []privilege{priv(dbRes(db), readWriteActions...)}
+	case "dbAdmin":
+		return []privilege{priv(dbRes(db), dbAdminActions...), priv(profile, "changeStream", "collStats", "dbHash", "dbStats", "find", "killCursors", "listCollections", "listIndexes", "dropCollection", "createCollection")}
+	case "userAdmin":
+		return []privilege{priv(dbRes(db), userAdminActions...)}
+	case "dbOwner":
+		var out []privilege
+		for _, r := range []string{"readWrite", "dbAdmin", "userAdmin"} {
+			out = append(out, rolePrivileges(roleRef{r, db})...)
+		}
+		return out
+	}
+	if db != "admin" {
+		return nil
+	}
+	switch role.Role {
+	case "readAnyDatabase":
+		return []privilege{priv(dbRes(""), readActions...), priv(clusterRes(), "listDatabases")}
+	case "readWriteAnyDatabase":
+		return []privilege{priv(dbRes(""), readWriteActions...), priv(clusterRes(), "listDatabases")}
+	case "dbAdminAnyDatabase":
+		return []privilege{priv(dbRes(""), dbAdminActions...), priv(clusterRes(), "listDatabases"),
+			priv(nsRes("", "system.profile"), "collStats", "dbStats", "find", "killCursors", "listCollections", "listIndexes", "dropCollection", "createCollection")}
+	case "userAdminAnyDatabase":
+		return []privilege{priv(dbRes(""), userAdminActions...), priv(clusterRes(), "authSchemaUpgrade", "invalidateUserCache", "listDatabases", "viewUser"),
+			priv(nsRes("admin", "system.users"), "collStats", "dbHash", "dbStats", "find", "killCursors", "planCacheRead", "createIndex", "dropIndex")}
+	case "clusterMonitor":
+		return []privilege{priv(clusterRes(), monitorActions...), priv(dbRes(""), "collStats", "dbStats", "indexStats", "listCollections", "listIndexes")}
+	case "hostManager":
+		return []privilege{priv(clusterRes(), hostMgrActions...)}
+	case "clusterManager":
+		return []privilege{priv(clusterRes(), clusterMgrAction...), priv(dbRes(""), "enableSharding")}
+	case "clusterAdmin":
+		out := []privilege{priv(dbRes(""), "dropDatabase")}
+		for _, r := range []string{"clusterMonitor", "hostManager", "clusterManager"} {
+			out = append(out, rolePrivileges(roleRef{r, "admin"})...)
+		}
+		return out
+	case "backup":
+		return []privilege{priv(clusterRes(), "listDatabases", "serverStatus", "appendOplogNote", "getParameter"),
+			priv(dbRes(""), "collStats", "dbStats", "find", "killCursors", "listCollections", "listIndexes", "dbHash"),
+			priv(nsRes("", "system.js"), "find"), priv(nsRes("admin", "system.users"), "find"), priv(nsRes("admin", "system.version"), "find"),
+			priv(nsRes("", "system.profile"), "find")}
+	case "restore":
+		acts := []string{"bypassDocumentValidation", "changeCustomData", "changePassword", "collMod", "convertToCapped", "createCollection", "createIndex", "createRole", "createUser", "dropCollection", "dropRole", "dropUser", "grantRole", "insert", "revokeRole", "viewRole", "viewUser", "listCollections", "listIndexes"}
+		return []privilege{priv(dbRes(""), acts...), priv(clusterRes(), "listDatabases", "getParameter"),
+			priv(nsRes("", "system.js"), "find", "insert", "remove", "update"),
+			priv(nsRes("admin", "system.users"), "find", "insert", "remove", "update", "createIndex"),
+			priv(nsRes("admin", "system.version"), "find", "insert", "remove", "update")}
+	case "root":
+		return []privilege{priv(resource{Any: true}, "*")}
+	}
+	return nil
+}
+
+// userPrivileges merges the privileges of the users' roles, built-in and
+// user-defined (with the roles those inherit).
+func (e *Engine) userPrivileges(users []*userRec) []privilege {
+	var out []privilege
+	seen := map[roleRef]bool{}
+	for _, u := range users {
+		for _, r := range u.Roles {
+			out = append(out, e.roleTreePrivileges(r, seen)...)
+		}
+	}
+	return out
+}
+
+func hasPrivilege(ps []privilege, need privilege) bool {
+	for _, a := range need.Actions {
+		ok := false
+		for _, p := range ps {
+			if !p.Res.covers(need.Res) {
+				continue
+			}
+			for _, g := range p.Actions {
+				if g == a || g == "*" {
+					ok = true
+					break
+				}
+			}
+			if ok {
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// authNeed is a command's authorization entry: the privileges it needs
+// for a request (none: any authenticated user may run it).
+type authNeed func(e *Engine, r *Request) ([]privilege, error)
+
+func onColl(actions ...string) authNeed {
+	return func(e *Engine, r *Request) ([]privilege, error) {
+		return []privilege{priv(nsRes(r.DB, r.Target()), actions...)}, nil
+	}
+}
+
+func onDB(actions ...string) authNeed {
+	return func(e *Engine, r *Request) ([]privilege, error) {
+		return []privilege{priv(dbRes(r.DB), actions...)}, nil
+	}
+}
+
+func onCluster(actions ...string) authNeed {
+	return func(e *Engine, r *Request) ([]privilege, error) {
+		return []privilege{priv(clusterRes(), actions...)}, nil
+	}
+}
+
+func anyUser(e *Engine, r *Request) ([]privilege, error) { return nil, nil }
+
+// cmdAuth is the authorization table: every command of the command table
+// has an entry (TestIssue15AuthEveryCommandHasACheck); a command without
+// one is refused.
+var cmdAuth = map[string]authNeed{
+	"find": onColl("find"), "count": onColl("find"), "distinct": onColl("find"),
+	"insert": onColl("insert"), "delete": onColl("remove"),
+	"update":        needUpdate,
+	"findAndModify": needFindAndModify,
+	"aggregate":     needAggregate,
+	"getMore":       needGetMore, "killCursors": onColl("killCursors"),
+	"create": onColl("createCollection"), "createIndexes": onColl("createIndex"),
+	"drop": onColl("dropCollection"), "dropIndexes": onColl("dropIndex"), "collMod": onColl("collMod"),
+	"listIndexes": onColl("listIndexes"), "collStats": onColl("collStats"),
+	"dropDatabase": onDB("dropDatabase"), "listCollections": onDB("listCollections"), "dbStats": onDB("dbStats"),
+	"profile":          onDB("enableProfiler"),
+	"renameCollection": needRename,
+	"listDatabases":    anyUser, // filtered to the user's databases (filterDatabases)
+	"serverStatus":     onCluster("serverStatus"), "hostInfo": onCluster("hostInfo"),
+	"getCmdLineOpts": onCluster("getCmdLineOpts"), "getLog": onCluster("getLog"),
+	"getParameter": onCluster("getParameter"), "setParameter": onCluster("setParameter"),
+	"currentOp": onCluster("inprog"), "killOp": onCluster("killop"), "fsync": onCluster("fsync"),
+	"createUser": needUserRoles("createUser", "grantRole"), "updateUser": needUpdateUser,
+	"dropUser": onDB("dropUser"), "dropAllUsersFromDatabase": onDB("dropUser"),
+	"grantRolesToUser": needUserRoles("", "grantRole"), "revokeRolesFromUser": needUserRoles("", "revokeRole"),
+	"usersInfo": needUsersInfo, "rolesInfo": needRolesInfo,
+	"createRole": needUserRoles("createRole", "grantRole"), "updateRole": needUserRoles("createRole", "grantRole"),
+	"dropRole": onDB("dropRole"), "grantPrivilegesToRole": onDB("grantRole"), "revokePrivilegesFromRole": onDB("revokeRole"),
+	"grantRolesToRole": needUserRoles("", "grantRole"), "revokeRolesFromRole": needUserRoles("", "revokeRole"),
+	"killAllSessions": onCluster("killAnySession"), "killAllSessionsByPattern": onCluster("killAnySession"),
+	// Any authenticated user: their own sessions and connection.
+	"startSession": anyUser, "endSessions": anyUser, "refreshSessions": anyUser, "killSessions": anyUser,
+	"whatsmyuri": anyUser,
+}
+
+func init() { cmdAuth["explain"] = needExplain }
+
+func needUpdate(e *Engine, r *Request) ([]privilege, error) {
+	acts := []string{"update"}
+	if v, ok := r.Arg("updates"); ok {
+		if a, ok := v.(bson.A); ok {
+			for _, u := range a {
+				if d, ok := u.(bson.D); ok {
+					if up, ok := bsonx.Get(d, "upsert"); ok && srvTruthy(up) {
+						acts = append(acts, "insert")
+						break
+					}
+				}
+			}
+		}
+	}
+	return []privilege{priv(nsRes(r.DB, r.Target()), acts...)}, nil
+}
+
+func needFindAndModify(e *Engine, r *Request) ([]privilege, error) {
+	acts := []string{"find"}
+	if v, ok := r.Arg("remove"); ok && srvTruthy(v) {
+		acts = append(acts, "remove")
+	} else {
+		acts = append(acts, "update")
+		if v, ok := r.Arg("upsert"); ok && srvTruthy(v) {
+			acts = append(acts, "insert")
+		}
+	}
+	return []privilege{priv(nsRes(r.DB, r.Target()), acts...)}, nil
+}
+
+func needAggregate(e *Engine, r *Request) ([]privilege, error) {
+	var out []privilege
+	if r.Target() != "" {
+		out = append(out, priv(nsRes(r.DB, r.Target()), "find"))
+	}
+	pv, _ := r.Arg("pipeline")
+	stages, _ := pv.(bson.A)
+	for _, s := range stages {
+		d, ok := s.(bson.D)
+		if !ok || len(d) == 0 {
+			continue
+		}
+		switch d[0].Key {
+		case "$currentOp":
+			out = append(out, priv(clusterRes(), "inprog"))
+		case "$out", "$merge":
+			db, coll := r.DB, ""
+			switch t := d[0].Value.(type) {
+			case string:
+				coll = t
+			case bson.D:
+				into := t
+				if d[0].Key == "$merge" {
+					if v, ok := bsonx.Get(t, "into"); ok {
+						if s, ok := v.(string); ok {
+							coll = s
+						} else if dd, ok := v.(bson.D); ok {
+							into = dd
+						}
+					}
+				}
+				if s, ok := authStr(into, "db"); ok {
+					db = s
+				}
+				if s, ok := authStr(into, "coll"); ok {
+					coll = s
+				}
+			}
+			out = append(out, priv(nsRes(db, coll), "insert", "remove", "update"))
+		case "$lookup", "$graphLookup", "$unionWith":
+			if sd, ok := d[0].Value.(bson.D); ok {
+				if from, ok := authStr(sd, "from"); ok {
+					out = append(out, priv(nsRes(r.DB, from), "find"))
+				} else if from, ok := authStr(sd, "coll"); ok {
+					out = append(out, priv(nsRes(r.DB, from), "find"))
+				}
+			} else if s, ok := d[0].Value.(string); ok {
+				out = append(out, priv(nsRes(r.DB, s), "find"))
+			}
+		case "$collStats", "$indexStats":
+			out = append(out, priv(nsRes(r.DB, r.Target()), "collStats"))
+		}
+	}
+	return out, nil
+}
+
+func needGetMore(e *Engine, r *Request) ([]privilege, error) {
+	coll, _ := authStr(r.Cmd, "collection")
+	return []privilege{priv(nsRes(r.DB, coll), "find")}, nil
+}
+
+func needExplain(e *Engine, r *Request) ([]privilege, error) {
+	inner, ok := r.Cmd[0].Value.(bson.D)
+	if !ok || len(inner) == 0 {
+		return nil, nil // the command itself refuses it
+	}
+	c := LookupCommand(inner[0].Key)
+	if c == nil || c.Name == "explain" {
+		return nil, nil
+	}
+	need := cmdAuth[c.Name]
+	if need == nil {
+		return nil, mongoerr.New(mongoerr.Unauthorized, "not authorized on %s to execute command %s", r.DB, cmdString(r.Cmd))
+	}
+	return need(e, &Request{Ctx: r.Ctx, Conn: r.Conn, DB: r.DB, Name: c.Name, Cmd: inner})
+}
+
+func needRename(e *Engine, r *Request) ([]privilege, error) {
+	from, _ := r.Cmd[0].Value.(string)
+	to, _ := authStr(r.Cmd, "to")
+	fdb, fcoll, _ := strings.Cut(from, ".")
+	tdb, tcoll, _ := strings.Cut(to, ".")
+	if fdb == tdb {
+		return []privilege{priv(nsRes(fdb, fcoll), "renameCollectionSameDB"), priv(nsRes(tdb, tcoll), "renameCollectionSameDB")}, nil
+	}
+	return []privilege{priv(nsRes(fdb, fcoll), "find", "dropCollection"), priv(nsRes(tdb, tcoll), "insert", "createIndex", "createCollection")}, nil
+}
+
+// needUserRoles: own action on the database (when given) and grant/revoke
+// on the database of every role named.
+func needUserRoles(own, roleAction string) authNeed {
+	return func(e *Engine, r *Request) ([]privilege, error) {
+		var out []privilege
+		if own != "" {
+			out = append(out, priv(dbRes(r.DB), own))
+		}
+		rv, _ := r.Arg("roles")
+		a, _ := rv.(bson.A)
+		for _, x := range a {
+			switch y := x.(type) {
+			case string:
+				out = append(out, priv(dbRes(r.DB), roleAction))
+			case bson.D:
+				if db, ok := authStr(y, "db"); ok {
+					out = append(out, priv(dbRes(db), roleAction))
+				}
+			}
+		}
+		return out, nil
+	}
+}
+
+func needUpdateUser(e *Engine, r *Request) ([]privilege, error) {
+	var out []privilege
+	if _, ok := r.Arg("pwd"); ok {
+		out = append(out, priv(dbRes(r.DB), "changePassword"))
+	}
+	if _, ok := r.Arg("customData"); ok {
+		out = append(out, priv(dbRes(r.DB), "changeCustomData"))
+	}
+	if _, ok := r.Arg("roles"); ok {
+		rs, _ := needUserRoles("", "grantRole")(e, r)
+		out = append(out, rs...)
+		out = append(out, priv(dbRes(r.DB), "revokeRole"))
+	}
+	return out, nil
+}
+
+// needUsersInfo: viewUser on the database, except for a user asking about
+// themselves (mongod lets users see their own user document).
+func needUsersInfo(e *Engine, r *Request) ([]privilege, error) {
+	self := false
+	switch v := r.Cmd[0].Value.(type) {
+	case string:
+		self = e.isCurrentUser(r.Conn, v, r.DB)
+	case bson.D:
+		u, _ := authStr(v, "user")
+		db, _ := authStr(v, "db")
+		self = u != "" && e.isCurrentUser(r.Conn, u, db)
+	}
+	if self {
+		return nil, nil
+	}
+	if v, ok := r.Cmd[0].Value.(bson.D); ok {
+		if fa, ok := bsonx.Get(v, "forAllDBs"); ok && srvTruthy(fa) {
+			return []privilege{priv(clusterRes(), "viewUser")}, nil
+		}
+	}
+	return []privilege{priv(dbRes(r.DB), "viewUser")}, nil
+}
+
+func (e *Engine) isCurrentUser(c *wire.ConnInfo, user, db string) bool {
+	for _, u := range e.authenticatedUsers(c) {
+		if u.User == user && u.DB == db {
+			return true
+		}
+	}
+	return false
+}
+
+// authorize checks that users hold the privileges c needs on r, and that
+// cursors are used by the user who opened them.
+func (e *Engine) authorize(c *Command, r *Request, users []*userRec) error {
+	need := cmdAuth[c.Name]
+	if need == nil {
+		return e.notAuthorized(r)
+	}
+	ps, err := need(e, r)
+	if err != nil {
+		return err
+	}
+	granted := e.userPrivileges(users)
+	for _, p := range ps {
+		if !hasPrivilege(granted, p) {
+			return e.notAuthorized(r)
+		}
+	}
+	switch c.Name {
+	case "getMore":
+		id, _ := bsonx.ToInt64(r.Cmd[0].Value)
+		if !e.cursorOwnedBy(id, users) {
+			return mongoerr.New(mongoerr.Unauthorized, "cursor id %d was not created by the authenticated user", id)
+		}
+	case "killCursors":
+		v, _ := r.Arg("cursors")
+		a, _ := v.(bson.A)
+		for _, x := range a {
+			id, _ := bsonx.ToInt64(x)
+			if !e.cursorOwnedBy(id, users) && !hasPrivilege(granted, priv(clusterRes(), "killAnyCursor")) {
+				return mongoerr.New(mongoerr.Unauthorized, "not authorized to kill cursor on %s.%s", r.DB, r.Target())
+			}
+		}
+	case "listDatabases":
+		if !hasPrivilege(granted, priv(clusterRes(), "listDatabases")) {
+			r.authDBFilter = func(db string) bool { return hasDBPrivilege(granted, db) }
+		}
+	}
+	return nil
+}
+
+// hasDBPrivilege: any privilege on the database or one of its collections
+// (listDatabases's authorizedDatabases).
+func hasDBPrivilege(ps []privilege, db string) bool {
+	for _, p := range ps {
+		if p.Res.Any || (!p.Res.Cluster && p.Res.DB == db) {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *Engine) notAuthorized(r *Request) error {
+	return mongoerr.New(mongoerr.Unauthorized, "not authorized on %s to execute command %s", r.DB, cmdString(r.Cmd))
+}
+
+func ownerKey(users []*userRec) string {
+	var ks []string
+	for _, u := range users {
+		ks = append(ks, u.key())
+	}
+	sort.Strings(ks)
+	return strings.Join(ks, ",")
+}
+
+// noteCursorOwner records who opened the cursor of a command's reply.
+func (e *Engine) noteCursorOwner(r *Request, body bson.D) {
+	if !e.auth.enabled {
+		return
+	}
+	cv, ok := bsonx.Get(body, "cursor")
+	if !ok {
+		return
+	}
+	cd, ok := cv.(bson.D)
+	if !ok {
+		return
+	}
+	idv, _ := bsonx.Get(cd, "id")
+	id, _ := bsonx.ToInt64(idv)
+	if id == 0 {
+		return
+	}
+	owner := ownerKey(e.authenticatedUsers(r.Conn))
+	e.auth.mu.Lock()
+	defer e.auth.mu.Unlock()
+	if e.auth.cursorOwners == nil {
+		e.auth.cursorOwners = map[int64]string{}
+	}
+	if len(e.auth.cursorOwners) > 1<<14 {
+		// Forget owners of cursors that are gone.
+		for cid := range e.auth.cursorOwners {
+			if !e.cursors.exists(cid) {
+				delete(e.auth.cursorOwners, cid)
+			}
+		}
+	}
+	e.auth.cursorOwners[id] = owner
+}
+
+// cursorOwnedBy: an unknown cursor passes (the command answers
+// CursorNotFound as usual).
+func (e *Engine) cursorOwnedBy(id int64, users []*userRec) bool {
+	e.auth.mu.Lock()
+	owner, ok := e.auth.cursorOwners[id]
+	e.auth.mu.Unlock()
+	return !ok || owner == ownerKey(users)
+}
+
+// cmdString renders a command as mongod's BSONObj::toString does in its
+// "not authorized" message, with passwords redacted.
+func cmdString(d bson.D) string {
+	var b strings.Builder
+	writeDoc(&b, d, true)
+	return b.String()
+}
+
+func writeDoc(b *strings.Builder, d bson.D, top bool) {
+	if len(d) == 0 {
+		b.WriteString("{}")
+		return
+	}
+	b.WriteString("{ ")
+	for i, f := range d {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(f.Key)
+		b.WriteString(": ")
+		if top && f.Key == "pwd" {
+			b.WriteString(`"xxx"`)
+			continue
+		}
+		writeVal(b, f.Value)
+	}
+	b.WriteString(" }")
+}
+
+func writeVal(b *strings.Builder, v any) {
+	switch x := v.(type) {
+	case string:
+		fmt.Fprintf(b, "%q", x)
+	case bson.D:
+		writeDoc(b, x, false)
+	case bson.A:
+		if len(x) == 0 {
+			b.WriteString("[]")
+			return
+		}
+		b.WriteString("[ ")
+		for i, y := range x {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			writeVal(b, y)
+		}
+		b.WriteString(" ]")
+	case bson.Binary:
+		if x.Subtype == bson.TypeBinaryUUID && len(x.Data) == 16 {
+			d := x.Data
+			fmt.Fprintf(b, "UUID(\"%x-%x-%x-%x-%x\")", d[0:4], d[4:6], d[6:8], d[8:10], d[10:16])
+		} else {
+			fmt.Fprintf(b, "BinData(%d, %X)", x.Subtype, x.Data)
+		}
+	case int32:
+		fmt.Fprintf(b, "%d", x)
+	case int64:
+		fmt.Fprintf(b, "%d", x)
+	case float64:
+		if x == float64(int64(x)) {
+			fmt.Fprintf(b, "%d.0", int64(x))
+		} else {
+			fmt.Fprintf(b, "%v", x)
+		}
+	case bool:
+		fmt.Fprintf(b, "%v", x)
+	case nil:
+		b.WriteString("null")
+	case bson.ObjectID:
+		fmt.Fprintf(b, "ObjectId('%s')", x.Hex())
+	default:
+		fmt.Fprintf(b, "%v", x)
+	}
+}
+
+// afterAuthorized records cursor owners and filters listDatabases.
+func (e *Engine) afterAuthorized(r *Request, body bson.D) bson.D {
+	e.noteCursorOwner(r, body)
+	if r.authDBFilter == nil {
+		return body
+	}
+	for i, f := range body {
+		if f.Key != "databases" {
+			continue
+		}
+		a, _ := f.Value.(bson.A)
+		kept := bson.A{}
+		var total int64
+		for _, x := range a {
+			d, _ := x.(bson.D)
+			name, _ := authStr(d, "name")
+			if r.authDBFilter(name) {
+				kept = append(kept, x)
+				if v, ok := bsonx.Get(d, "sizeOnDisk"); ok {
+					n, _ := bsonx.ToInt64(v)
+					total += n
+				}
+			}
+		}
+		body[i].Value = kept
+		for j := range body {
+			if body[j].Key == "totalSize" {
+				body[j].Value = total
+			}
+		}
+	}
+	return body
+}
