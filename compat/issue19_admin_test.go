@@ -1,0 +1,346 @@
+package compat
+
+import (
+	"encoding/binary"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mayflydb/mayfly/engine/keycodec"
+	"github.com/mayflydb/mayfly/server"
+	"github.com/mayflydb/mayfly/storage"
+	"github.com/mayflydb/mayfly/ttl"
+)
+
+// Issue 19, the admin surface: validate, top, compact, logRotate, dbStats'
+// free storage figures.
+
+// adminTarget starts a private in-process server (its store is reached
+// directly to inject corruption) whose TTL reaper waits reaperEvery
+// between passes.
+func adminTarget(t *testing.T, reaperEvery time.Duration) (*env, *server.Server) {
+	t.Helper()
+	if externalURI != "" {
+		t.Skip("injects corruption into the store of an in-process server (MAYFLY_URI is set)")
+	}
+	mayflyOnly(t)
+	t.Parallel()
+	clk := ttl.NewFakeClock(epoch)
+	srv, err := server.Start(server.Config{Bind: "127.0.0.1", Port: 0, InMemory: true, Clock: clk, ReaperInterval: reaperEvery})
+	if err != nil {
+		t.Fatalf("start server: %v", err)
+	}
+	cli, err := connect(srv.URI())
+	if err != nil {
+		srv.Close()
+		t.Fatalf("connect: %v", err)
+	}
+	return makeEnv(t, &target{srv: srv, clock: clk, client: cli}, true), srv
+}
+
+// storeLayout is what a test needs of mayfly's key space (engine/keys.go):
+//
+//	0x01 <db> 0x00 <coll>                      catalog entry (BSON: id, indexes[{id, name}])
+//	0x10 <collID:8> <_id>                      document: 17-byte header + BSON
+//	0x11 <collID:8> <indexID:4> <key…> <_id>   index entry; value = encoded _id
+//	0x12 <collID:8> <kind:1> <instant:8> <_id> expiry entry; value = size (4 bytes)
+type storeLayout struct {
+	kv      storage.KV
+	collID  uint64
+	indexID map[string]uint32
+}
+
+func layoutOf(t *testing.T, srv *server.Server, db, coll string) *storeLayout {
+	t.Helper()
+	kv := srv.Engine().KV()
+	k := append(append(append([]byte{0x01}, db...), 0), coll...)
+	v, err := kv.Get(k)
+	if err != nil {
+		t.Fatalf("catalog entry of %s.%s: %v", db, coll, err)
+	}
+	var m struct {
+		ID      uint64 `bson:"id"`
+		Indexes []struct {
+			ID   uint32 `bson:"id"`
+			Name string `bson:"name"`
+		} `bson:"indexes"`
+	}
+	if err := bson.Unmarshal(v, &m); err != nil {
+		t.Fatalf("catalog entry: %v", err)
+	}
+	l := &storeLayout{kv: kv, collID: m.ID, indexID: map[string]uint32{}}
+	for _, ix := range m.Indexes {
+		l.indexID[ix.Name] = ix.ID
+	}
+	return l
+}
+
+func (l *storeLayout) prefix(kind byte) []byte {
+	return binary.BigEndian.AppendUint64([]byte{kind}, l.collID)
+}
+
+func (l *storeLayout) docKey(id any) []byte { return keycodec.AppendValue(l.prefix(0x10), id) }
+
+func (l *storeLayout) indexKey(index string, key, id any) []byte {
+	ix, ok := l.indexID[index]
+	if !ok {
+		panic("no index " + index)
+	}
+	k := binary.BigEndian.AppendUint32(l.prefix(0x11), ix)
+	k = keycodec.AppendValue(k, key)
+	return keycodec.AppendValue(k, id)
+}
+
+// expiryKeyOf finds the expiry entry of a document.
+func (l *storeLayout) expiryKeyOf(t *testing.T, id any) []byte {
+	t.Helper()
+	p := l.prefix(0x12)
+	idKey := keycodec.AppendValue(nil, id)
+	it, err := l.kv.NewIter(p, keycodec.PrefixEnd(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		if k := it.Key(); len(k) == 18+len(idKey) && string(k[18:]) == string(idKey) {
+			return append([]byte(nil), k...)
+		}
+	}
+	t.Fatalf("no expiry entry for _id %v", id)
+	return nil
+}
+
+func (l *storeLayout) write(t *testing.T, f func(b storage.Batch) error) {
+	t.Helper()
+	b := l.kv.NewBatch()
+	defer b.Close()
+	if err := f(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func strList(t *testing.T, doc bson.Raw, path string) []string {
+	t.Helper()
+	var out []string
+	vals, err := val(t, doc, path).Array().Values()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vals {
+		out = append(out, v.StringValue())
+	}
+	return out
+}
+
+func arrayLen(t *testing.T, doc bson.Raw, path string) int {
+	t.Helper()
+	vals, err := val(t, doc, path).Array().Values()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(vals)
+}
+
+func containsStr(list []string, want string) bool {
+	for _, s := range list {
+		if s == want {
+			return true
+		}
+	}
+	return false
+}
+
+// A clean collection validates: mongod 7.0's reply shape, the record
+// count, and the keys of each index (a multikey index has one per element).
+func TestIssue19AdminValidateClean(t *testing.T) {
+	e := newEnv(t)
+	var docs []any
+	for i := 0; i < 10; i++ {
+		docs = append(docs, bson.D{{Key: "_id", Value: int32(i)}, {Key: "a", Value: int32(i % 3)}, {Key: "tags", Value: bson.A{"x", "y"}}})
+	}
+	e.insert("c", docs...)
+	e.run(bson.D{{Key: "createIndexes", Value: "c"}, {Key: "indexes", Value: bson.A{
+		bson.D{{Key: "key", Value: bson.D{{Key: "a", Value: 1}}}, {Key: "name", Value: "a_1"}},
+		bson.D{{Key: "key", Value: bson.D{{Key: "tags", Value: 1}}}, {Key: "name", Value: "tags_1"}},
+		bson.D{{Key: "key", Value: bson.D{{Key: "b", Value: 1}}}, {Key: "name", Value: "b_1"}, {Key: "sparse", Value: true}},
+	}}})
+	for _, opts := range []bson.D{{}, {{Key: "full", Value: true}}, {{Key: "background", Value: true}}} {
+		res := e.run(append(bson.D{{Key: "validate", Value: "c"}}, opts...))
+		valEq(t, res, "ns", e.db.Name()+".c")
+		valEq(t, res, "valid", true)
+		valEq(t, res, "repaired", false)
+		eq(t, "nrecords", num(t, res, "nrecords"), 10)
+		eq(t, "nInvalidDocuments", num(t, res, "nInvalidDocuments"), 0)
+		eq(t, "nNonCompliantDocuments", num(t, res, "nNonCompliantDocuments"), 0)
+		eq(t, "nIndexes", num(t, res, "nIndexes"), 4)
+		eq(t, "keysPerIndex._id_", num(t, res, "keysPerIndex._id_"), 10)
+		eq(t, "keysPerIndex.a_1", num(t, res, "keysPerIndex.a_1"), 10)
+		eq(t, "keysPerIndex.tags_1", num(t, res, "keysPerIndex.tags_1"), 20)
+		eq(t, "keysPerIndex.b_1", num(t, res, "keysPerIndex.b_1"), 0)
+		for _, ix := range []string{"_id_", "a_1", "tags_1", "b_1"} {
+			valEq(t, res, "indexDetails."+ix+".valid", true)
+		}
+		eq(t, "errors", len(strList(t, res, "errors")), 0)
+		eq(t, "warnings", len(strList(t, res, "warnings")), 0)
+		eq(t, "corruptRecords", arrayLen(t, res, "corruptRecords"), 0)
+		if has(res, "advice") {
+			t.Fatalf("advice on a valid collection: %s", res)
+		}
+	}
+	// Errors as mongod's validate command.
+	code, name, _ := errCode(e.runErr(bson.D{{Key: "validate", Value: "nosuch"}}))
+	eq(t, "missing collection", name, "NamespaceNotFound")
+	eq(t, "missing collection code", code, int32(26))
+	code, _, _ = errCode(e.runErr(bson.D{{Key: "validate", Value: "c"}, {Key: "full", Value: true}, {Key: "background", Value: true}}))
+	eq(t, "full+background", code, int32(115))
+	code, _, _ = errCode(e.runErr(bson.D{{Key: "validate", Value: "c"}, {Key: "metadata", Value: true}, {Key: "full", Value: true}}))
+	eq(t, "metadata+full", code, int32(115))
+}
+
+// Corruption written straight into the store is found: a document whose
+// bytes are damaged, an index entry deleted, a dangling index entry, an
+// expiry-index entry removed and one added for no document.
+func TestIssue19AdminValidateFindsCorruption(t *testing.T) {
+	e, srv := adminTarget(t, 0)
+	var docs []any
+	for i := 0; i < 10; i++ {
+		docs = append(docs, bson.D{{Key: "_id", Value: int32(i)}, {Key: "a", Value: int32(i)}})
+	}
+	e.insert("c", docs...)
+	e.run(bson.D{{Key: "createIndexes", Value: "c"}, {Key: "indexes", Value: bson.A{
+		bson.D{{Key: "key", Value: bson.D{{Key: "a", Value: 1}}}, {Key: "name", Value: "a_1"}}}}})
+	res := e.run(bson.D{{Key: "validate", Value: "c"}})
+	valEq(t, res, "valid", true)
+
+	l := layoutOf(t, srv, e.db.Name(), "c")
+
+	// 1. An index entry deleted: document 3 is missing from a_1.
+	l.write(t, func(b storage.Batch) error { return b.Delete(l.indexKey("a_1", int32(3), int32(3))) })
+	res = e.run(bson.D{{Key: "validate", Value: "c"}})
+	valEq(t, res, "valid", false)
+	valEq(t, res, "indexDetails.a_1.valid", false)
+	valEq(t, res, "indexDetails._id_.valid", true)
+	eq(t, "keys a_1", num(t, res, "keysPerIndex.a_1"), 9)
+	eq(t, "missing entries", arrayLen(t, res, "missingIndexEntries"), 1)
+	valEq(t, res, "missingIndexEntries.0.indexName", "a_1")
+	valEq(t, res, "missingIndexEntries.0.idKey._id", int32(3))
+	valEq(t, res, "missingIndexEntries.0.indexKey.a", int32(3))
+	eq(t, "extra entries", arrayLen(t, res, "extraIndexEntries"), 0)
+	if w := strList(t, res, "warnings"); !containsStr(w, "Detected 1 missing index entries.") {
+		t.Fatalf("warnings %q", w)
+	}
+	if errs := strList(t, res, "errors"); !containsStr(errs, "Index with name 'a_1' has inconsistencies.") {
+		t.Fatalf("errors %q", errs)
+	}
+	valEq(t, res, "advice", "A corrupt namespace has been detected. See http://dochub.mongodb.org/core/data-recovery for recovery steps.")
+
+	// 2. A dangling entry: a_1 points at _id 99, which does not exist.
+	l.write(t, func(b storage.Batch) error {
+		return b.Set(l.indexKey("a_1", int32(99), int32(99)), keycodec.AppendValue(nil, int32(99)))
+	})
+	res = e.run(bson.D{{Key: "validate", Value: "c"}})
+	eq(t, "keys a_1", num(t, res, "keysPerIndex.a_1"), 10)
+	eq(t, "extra entries", arrayLen(t, res, "extraIndexEntries"), 1)
+	valEq(t, res, "extraIndexEntries.0.indexKey.a", int32(99))
+	if w := strList(t, res, "warnings"); !containsStr(w, "Detected 1 extra index entries.") || !containsStr(w, "Detected 1 missing index entries.") {
+		t.Fatalf("warnings %q", w)
+	}
+
+	// 3. A document's bytes damaged (the BSON cut short).
+	l.write(t, func(b storage.Batch) error {
+		v, err := l.kv.Get(l.docKey(int32(5)))
+		if err != nil {
+			return err
+		}
+		return b.Set(l.docKey(int32(5)), v[:len(v)-3])
+	})
+	res = e.run(bson.D{{Key: "validate", Value: "c"}})
+	valEq(t, res, "valid", false)
+	eq(t, "nrecords", num(t, res, "nrecords"), 10)
+	eq(t, "nInvalidDocuments", num(t, res, "nInvalidDocuments"), 1)
+	eq(t, "corruptRecords", arrayLen(t, res, "corruptRecords"), 1)
+	valEq(t, res, "corruptRecords.0", int32(5))
+	errs := strList(t, res, "errors")
+	if !containsStr(errs, "Detected one or more invalid documents. See logs.") {
+		t.Fatalf("errors %q", errs)
+	}
+	// The damaged document's own entries are not reported again.
+	eq(t, "extra entries", arrayLen(t, res, "extraIndexEntries"), 1)
+
+	// 4. The expiry index: document 7's entry removed, one added for no
+	// document.
+	l.write(t, func(b storage.Batch) error {
+		if err := b.Delete(l.expiryKeyOf(t, int32(7))); err != nil {
+			return err
+		}
+		k := l.expiryKeyOf(t, int32(8))
+		k = append(k[:18], keycodec.AppendValue(nil, int32(77))...)
+		return b.Set(k, []byte{0, 0, 0, 20})
+	})
+	res = e.run(bson.D{{Key: "validate", Value: "c"}})
+	errs = strList(t, res, "errors")
+	if !containsStr(errs, "Detected 1 missing expiry index entries: those documents would never expire.") ||
+		!containsStr(errs, "Detected 1 extra expiry index entries that match no document's TTL deadline.") {
+		t.Fatalf("errors %q", errs)
+	}
+
+	// The expiry-index check alone, on a fresh collection.
+	e.insert("d", bson.D{{Key: "_id", Value: int32(1)}}, bson.D{{Key: "_id", Value: int32(2)}})
+	ld := layoutOf(t, srv, e.db.Name(), "d")
+	ld.write(t, func(b storage.Batch) error { return b.Delete(ld.expiryKeyOf(t, int32(2))) })
+	res = e.run(bson.D{{Key: "validate", Value: "d"}})
+	valEq(t, res, "valid", false)
+	eq(t, "errors", strings.Join(strList(t, res, "errors"), "|"), "Detected 1 missing expiry index entries: those documents would never expire.")
+	eq(t, "nInvalidDocuments", num(t, res, "nInvalidDocuments"), 0)
+}
+
+// Documents expired but not yet purged by the reaper are not corruption,
+// even though expired documents need hold no index keys; an expiry entry
+// moved to another deadline is.
+func TestIssue19AdminValidateExpired(t *testing.T) {
+	e, srv := adminTarget(t, time.Hour) // the reaper does not pass during the test
+	e.create("c", dttl(60))
+	e.run(bson.D{{Key: "createIndexes", Value: "c"}, {Key: "indexes", Value: bson.A{
+		bson.D{{Key: "key", Value: bson.D{{Key: "a", Value: 1}}}, {Key: "name", Value: "a_1"}}}}})
+	e.insert("c", bson.D{{Key: "_id", Value: int32(1)}, {Key: "a", Value: int32(1)}},
+		bson.D{{Key: "_id", Value: int32(2)}, {Key: "a", Value: int32(2)}, {Key: "ttl", Value: int32(5)}},
+		bson.D{{Key: "_id", Value: int32(3)}, {Key: "a", Value: int32(3)}, {Key: "ttl", Value: int32(-1)}})
+	e.advance(10 * time.Second) // _id 2 expired, not reaped
+	eq(t, "count", e.count("c", bson.D{}), int64(2))
+	res := e.run(bson.D{{Key: "validate", Value: "c"}})
+	valEq(t, res, "valid", true)
+	eq(t, "nrecords", num(t, res, "nrecords"), 3)
+	eq(t, "errors", len(strList(t, res, "errors")), 0)
+	if w := strList(t, res, "warnings"); !containsStr(w, "1 expired documents are awaiting the TTL reaper (not counted as errors).") {
+		t.Fatalf("warnings %q", w)
+	}
+	// The expired document's a_1 entry gone (as an index build would skip
+	// it): still valid.
+	l := layoutOf(t, srv, e.db.Name(), "c")
+	l.write(t, func(b storage.Batch) error { return b.Delete(l.indexKey("a_1", int32(2), int32(2))) })
+	res = e.run(bson.D{{Key: "validate", Value: "c"}})
+	valEq(t, res, "valid", true)
+	// The live document's expiry entry moved to another deadline: the
+	// document would expire at the wrong time.
+	l.write(t, func(b storage.Batch) error {
+		k := l.expiryKeyOf(t, int32(1))
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+		moved := append([]byte(nil), k...)
+		moved[17]++
+		return b.Set(moved, []byte{0, 0, 0, 20})
+	})
+	res = e.run(bson.D{{Key: "validate", Value: "c"}})
+	valEq(t, res, "valid", false)
+	errs := strList(t, res, "errors")
+	if !containsStr(errs, "Detected 1 missing expiry index entries: those documents would never expire.") ||
+		!containsStr(errs, "Detected 1 extra expiry index entries that match no document's TTL deadline.") {
+		t.Fatalf("errors %q", errs)
+	}
+}
