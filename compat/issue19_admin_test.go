@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mayflydb/mayfly/engine/keycodec"
 	"github.com/mayflydb/mayfly/server"
@@ -343,4 +344,61 @@ func TestIssue19AdminValidateExpired(t *testing.T) {
 		!containsStr(errs, "Detected 1 extra expiry index entries that match no document's TTL deadline.") {
 		t.Fatalf("errors %q", errs)
 	}
+}
+
+// top accounts each command on a collection under its kind and lock, as
+// mongotop reads it: {totals: {note, "<db>.<coll>": {total, readLock,
+// writeLock, queries, getmore, insert, update, remove, commands}}}.
+func TestIssue19AdminTop(t *testing.T) {
+	e := newEnv(t)
+	e.insert("c", bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 2}}, bson.D{{Key: "_id", Value: 3}})
+	e.insert("c", bson.D{{Key: "_id", Value: 4}})
+	e.run(bson.D{{Key: "find", Value: "c"}, {Key: "batchSize", Value: 1}})
+	cur, err := e.coll("c").Find(e.ctx, bson.D{}, options.Find().SetBatchSize(2))
+	noErr(t, err, "find")
+	var all []bson.Raw
+	noErr(t, cur.All(e.ctx, &all), "getMore")
+	eq(t, "found", len(all), 4)
+	_, err = e.coll("c").UpdateOne(e.ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "a", Value: 1}}}})
+	noErr(t, err, "update")
+	_, err = e.coll("c").DeleteOne(e.ctx, bson.D{{Key: "_id", Value: 2}})
+	noErr(t, err, "delete")
+	e.run(bson.D{{Key: "count", Value: "c"}})
+
+	res := e.admin(bson.D{{Key: "top", Value: 1}})
+	valEq(t, res, "totals.note", "all times in microseconds")
+	ns := e.db.Name() + ".c"
+	entry, err := val(t, res, "totals").Document().LookupErr(ns)
+	noErr(t, err, "totals."+ns)
+	d := entry.Document()
+	cnt := func(k string) int64 { return val(t, bson.Raw(d), k+".count").Int64() }
+	tm := func(k string) int64 { return val(t, bson.Raw(d), k+".time").Int64() }
+	eq(t, "insert", cnt("insert"), int64(2))
+	eq(t, "queries", cnt("queries"), int64(2))
+	eq(t, "getmore", cnt("getmore"), int64(2)) // the second finds the cursor exhausted
+	eq(t, "update", cnt("update"), int64(1))
+	eq(t, "remove", cnt("remove"), int64(1))
+	eq(t, "commands", cnt("commands"), int64(1))
+	eq(t, "total", cnt("total"), int64(9))
+	eq(t, "writeLock", cnt("writeLock"), int64(4))
+	eq(t, "readLock", cnt("readLock"), int64(5))
+	if tm("total") < tm("insert") || tm("total") != tm("readLock")+tm("writeLock") {
+		t.Fatalf("times do not add up: %s", d)
+	}
+	keys, _ := bson.Raw(d).Elements()
+	var names []string
+	for _, k := range keys {
+		names = append(names, k.Key())
+	}
+	strsEq(t, "fields", names, []string{"total", "readLock", "writeLock", "queries", "getmore", "insert", "update", "remove", "commands"})
+
+	// A dropped collection leaves top, as in mongod.
+	e.run(bson.D{{Key: "drop", Value: "c"}})
+	res = e.admin(bson.D{{Key: "top", Value: 1}})
+	if _, err := val(t, res, "totals").Document().LookupErr(ns); err == nil {
+		t.Fatalf("%s still in top after drop: %s", ns, res)
+	}
+	code, name, _ := errCode(e.runErr(bson.D{{Key: "top", Value: 1}}))
+	eq(t, "top off admin", code, int32(13))
+	eq(t, "top off admin codeName", name, "Unauthorized")
 }

@@ -83,6 +83,7 @@ type Engine struct {
 	params serverParams // runtime server parameters (setParameter)
 
 	cmdMetrics *commandMetrics // nil unless Config.CommandMetrics (metrics.go)
+	top        topTable        // per-collection usage for the top command (cmd_top.go)
 
 	stop   chan struct{}
 	wg     sync.WaitGroup
