@@ -2,6 +2,7 @@ package compat
 
 import (
 	"encoding/binary"
+	"math/rand"
 	"strings"
 	"testing"
 	"time"
@@ -401,4 +402,68 @@ func TestIssue19AdminTop(t *testing.T) {
 	code, name, _ := errCode(e.runErr(bson.D{{Key: "top", Value: 1}}))
 	eq(t, "top off admin", code, int32(13))
 	eq(t, "top off admin codeName", name, "Unauthorized")
+}
+
+// compact really frees the space of deleted documents: after a delete of
+// most of a collection, bytesFreed is most of its size and collStats'
+// storageSize falls.
+func TestIssue19AdminCompact(t *testing.T) {
+	e := newEnv(t)
+	rng := rand.New(rand.NewSource(19))
+	var docs []any
+	for i := 0; i < 2000; i++ {
+		pad := make([]byte, 1000) // incompressible, so storage sizes show it
+		rng.Read(pad)
+		docs = append(docs, bson.D{{Key: "_id", Value: int32(i)}, {Key: "a", Value: int32(i)}, {Key: "pad", Value: bson.Binary{Data: pad}}})
+	}
+	e.insert("c", docs...)
+	e.run(bson.D{{Key: "createIndexes", Value: "c"}, {Key: "indexes", Value: bson.A{
+		bson.D{{Key: "key", Value: bson.D{{Key: "a", Value: 1}}}, {Key: "name", Value: "a_1"}}}}})
+	e.admin(bson.D{{Key: "fsync", Value: 1}})
+	before := num(t, e.run(bson.D{{Key: "collStats", Value: "c"}}), "storageSize")
+	if before < 1e6 {
+		t.Fatalf("storageSize %v before the delete: expected about 2 MB", before)
+	}
+	_, err := e.coll("c").DeleteMany(e.ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$gte", Value: 100}}}})
+	noErr(t, err, "delete")
+	res := e.run(bson.D{{Key: "compact", Value: "c"}})
+	freed := val(t, res, "bytesFreed").Int64()
+	if float64(freed) < before/2 {
+		t.Fatalf("bytesFreed %d, storage before %v", freed, before)
+	}
+	after := num(t, e.run(bson.D{{Key: "collStats", Value: "c"}}), "storageSize")
+	if after > before/4 {
+		t.Fatalf("storageSize %v after compact (before %v)", after, before)
+	}
+	t.Logf("storageSize %v before, %v after compact; bytesFreed %d", before, after, freed)
+	eq(t, "documents kept", e.count("c", bson.D{}), int64(100))
+	res = e.run(bson.D{{Key: "validate", Value: "c"}})
+	valEq(t, res, "valid", true)
+	// Nothing left to free.
+	res = e.run(bson.D{{Key: "compact", Value: "c"}, {Key: "force", Value: true}})
+	if f := val(t, res, "bytesFreed").Int64(); f > int64(before/10) {
+		t.Fatalf("second compact freed %d", f)
+	}
+
+	code, _, _ := errCode(e.runErr(bson.D{{Key: "compact", Value: "nosuch"}}))
+	eq(t, "compact missing collection", code, int32(26))
+	code, _, _ = errCode(e.runErr(bson.D{{Key: "compact", Value: "c"}, {Key: "paddingFactor", Value: 1.5}}))
+	eq(t, "compact unknown field", code, int32(40415))
+	code, _, _ = errCode(e.runErr(bson.D{{Key: "compact", Value: "c"}, {Key: "force", Value: "yes"}}))
+	eq(t, "compact force type", code, int32(14))
+}
+
+// logRotate: mayfly logs to stderr, so there is no file to rotate and the
+// command succeeds as mongod's does when it logs to the console; admin
+// only; no audit log.
+func TestIssue19AdminLogRotate(t *testing.T) {
+	e := newEnv(t)
+	e.admin(bson.D{{Key: "logRotate", Value: 1}})
+	e.admin(bson.D{{Key: "logRotate", Value: "server"}})
+	code, name, _ := errCode(e.runErr(bson.D{{Key: "logRotate", Value: 1}}))
+	eq(t, "off admin", code, int32(13))
+	eq(t, "off admin name", name, "Unauthorized")
+	err := e.cli.Database("admin").RunCommand(e.ctx, bson.D{{Key: "logRotate", Value: "audit"}}).Err()
+	code, _, _ = errCode(err)
+	eq(t, "audit", code, int32(115))
 }

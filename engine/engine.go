@@ -32,6 +32,9 @@ type Config struct {
 	// CommandMetrics counts commands, their latency and the documents they
 	// touch, for the metrics endpoint (metrics.go).
 	CommandMetrics bool
+	// LogRotate rotates the log file for the logRotate command; nil when
+	// logging to stderr (nothing to rotate).
+	LogRotate func() error
 }
 
 // ServerInfo is what the process around the engine knows: the command line,
@@ -84,6 +87,7 @@ type Engine struct {
 
 	cmdMetrics *commandMetrics // nil unless Config.CommandMetrics (metrics.go)
 	top        topTable        // per-collection usage for the top command (cmd_top.go)
+	logRotate  func() error    // Config.LogRotate (cmd_compact.go)
 
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -117,6 +121,7 @@ func Open(cfg Config) (*Engine, error) {
 		c.ensureStats()
 	}
 	e.prof = newProfiler()
+	e.logRotate = cfg.LogRotate
 	if cfg.CommandMetrics {
 		e.cmdMetrics = newCommandMetrics()
 	}
