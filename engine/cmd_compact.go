@@ -50,12 +50,13 @@ func cmdCompact(e *Engine, r *Request) (bson.D, error) {
 	if err := c.rangeDeleteConsumed(); err != nil {
 		return nil, err
 	}
-	// Compaction of a range does not flush the memtable's deletions of it
-	// by itself: flush first so tombstones reach the tables.
+	// Measured before the flush: recent deletions are still in the
+	// memtable, and the tables hold the data they delete.
+	before, _ := e.kv.EstimateDiskUsage(lo, hi)
+	// Flush so the memtable's tombstones reach the tables compacted below.
 	if err := e.kv.Flush(); err != nil {
 		return nil, err
 	}
-	before, _ := e.kv.EstimateDiskUsage(lo, hi)
 	ctx := r.Ctx
 	for _, kind := range []byte{pfxDoc, pfxIndex, pfxExpiry} {
 		if err := r.CheckDeadline(); err != nil {
