@@ -15,8 +15,8 @@ import (
 // of operations in total, under read or write locks, and per kind (find
 // queries, getMore, insert, update, remove, other commands). Fed from
 // Handle for every command that names a collection; times are in
-// microseconds. Entries of dropped collections are not shown (mongod
-// removes them on drop).
+// microseconds. Entries of collections that no longer exist are dropped
+// when top is next read (mongod removes them on drop).
 
 // Top kinds, in the order of the reply.
 const (
@@ -104,6 +104,8 @@ func cmdTop(e *Engine, r *Request) (bson.D, error) {
 		ns := k.(string)
 		db, coll, _ := strings.Cut(ns, ".")
 		if e.cat.Get(db, coll) == nil {
+			// Dropped (or never created): forget it, as mongod does on drop.
+			e.top.m.Delete(k)
 			return true
 		}
 		names = append(names, ns)
