@@ -548,3 +548,38 @@ func TestIssue19AdminDBStatsFreeStorage(t *testing.T) {
 		return
 	}
 }
+
+// checkBSONConformance (and full) also checks UTF-8: a stored document
+// whose string is not UTF-8 is well-formed BSON, so it is counted in
+// nNonCompliantDocuments with a warning but the collection stays valid.
+func TestIssue19AdminValidateConformance(t *testing.T) {
+	e, srv := adminTarget(t, 0)
+	e.insert("c", bson.D{{Key: "_id", Value: int32(1)}, {Key: "s", Value: "ok"}}, bson.D{{Key: "_id", Value: int32(2)}, {Key: "s", Value: "ok"}})
+	l := layoutOf(t, srv, e.db.Name(), "c")
+	body, err := bson.Marshal(bson.D{{Key: "_id", Value: int32(2)}, {Key: "s", Value: "bad \xff\xfe"}})
+	noErr(t, err, "marshal")
+	l.write(t, func(b storage.Batch) error {
+		v, err := l.kv.Get(l.docKey(int32(2)))
+		if err != nil {
+			return err
+		}
+		// Keep the 17-byte header (_ts, ttl) and the expiry entry's size
+		// in step, so only the string differs.
+		if err := b.Set(l.docKey(int32(2)), append(append([]byte(nil), v[:17]...), body...)); err != nil {
+			return err
+		}
+		return b.Set(l.expiryKeyOf(t, int32(2)), binary.BigEndian.AppendUint32(nil, uint32(len(body))))
+	})
+	res := e.run(bson.D{{Key: "validate", Value: "c"}})
+	valEq(t, res, "valid", true)
+	eq(t, "nNonCompliantDocuments without the check", num(t, res, "nNonCompliantDocuments"), 0)
+	for _, opt := range []string{"checkBSONConformance", "full"} {
+		res = e.run(bson.D{{Key: "validate", Value: "c"}, {Key: opt, Value: true}})
+		valEq(t, res, "valid", true)
+		eq(t, "nNonCompliantDocuments with "+opt, num(t, res, "nNonCompliantDocuments"), 1)
+		eq(t, "nInvalidDocuments", num(t, res, "nInvalidDocuments"), 0)
+		if w := strList(t, res, "warnings"); len(w) != 1 || !strings.HasPrefix(w[0], "Detected one or more documents in this collection not conformant to BSON specifications") {
+			t.Fatalf("warnings %q", w)
+		}
+	}
+}
