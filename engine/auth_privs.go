@@ -230,6 +230,11 @@ var cmdAuth = map[string]authNeed{
 	// Any authenticated user: their own sessions and connection.
 	"startSession": anyUser, "endSessions": anyUser, "refreshSessions": anyUser, "killSessions": anyUser,
 	"whatsmyuri": anyUser,
+	// Admin commands (cmd_validate.go, cmd_top.go, cmd_compact.go), as
+	// mongod: validate and compact are actions on the collection, top and
+	// logRotate on the cluster.
+	"validate": onColl("validate"), "compact": onColl("compact"),
+	"top": onCluster("top"), "logRotate": onCluster("logRotate"),
 }
 
 func init() { cmdAuth["explain"] = needExplain }

@@ -392,14 +392,18 @@ func cmdDBStats(e *Engine, r *Request) (bson.D, error) {
 		avg = float64(dataSize) / float64(objects)
 	}
 	fsUsed, fsTotal := fsUsage()
-	return bson.D{
+	reply := bson.D{
 		{Key: "db", Value: r.DB}, {Key: "collections", Value: int64(len(colls))}, {Key: "views", Value: int64(0)},
 		{Key: "objects", Value: objects}, {Key: "avgObjSize", Value: avg}, {Key: "dataSize", Value: float64(dataSize / scale)},
 		{Key: "storageSize", Value: float64(storageSize / scale)}, {Key: "indexes", Value: indexes},
 		{Key: "indexSize", Value: float64(indexSize / scale)}, {Key: "totalSize", Value: float64((storageSize + indexSize) / scale)},
 		{Key: "scaleFactor", Value: scale}, {Key: "fsUsedSize", Value: float64(fsUsed / scale)}, {Key: "fsTotalSize", Value: float64(fsTotal / scale)},
 		{Key: "ttlExpiredBacklog", Value: backlog},
-	}, nil
+	}
+	if boolArg(r, "freeStorage") {
+		reply = e.withFreeStorage(reply, colls, scale)
+	}
+	return reply, nil
 }
 
 // collStatsDoc renders collStats (and $collStats' storageStats).

@@ -142,9 +142,11 @@ func (e *Engine) Handle(ctx context.Context, wr *wire.Request) (reply bson.Raw) 
 	r := &Request{Ctx: ctx, Conn: wr.Conn, Name: name, Cmd: cmd, Raw: wr.Command, MoreToCome: wr.MoreToCome}
 	body, err := e.dispatch(r)
 	e.profileOp(r, start, body, err)
+	took := time.Since(start)
 	if m := e.cmdMetrics; m != nil {
-		m.observe(name, time.Since(start), body, err)
+		m.observe(name, took, body, err)
 	}
+	e.recordTop(r, took)
 	if err != nil {
 		me := mongoerr.From(err)
 		if me.Code == mongoerr.InternalError {

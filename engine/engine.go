@@ -39,6 +39,9 @@ type Config struct {
 	// (mongod's authenticationMechanisms); empty: SCRAM-SHA-1 and
 	// SCRAM-SHA-256.
 	AuthMechanisms []string
+	// LogRotate rotates the log file for the logRotate command; nil when
+	// logging to stderr (nothing to rotate).
+	LogRotate func() error
 }
 
 // ServerInfo is what the process around the engine knows: the command line,
@@ -93,6 +96,8 @@ type Engine struct {
 	users      userCache       // admin.system.users in memory (auth_users.go)
 	roles      roleCache       // admin.system.roles in memory (auth_customroles.go)
 	auth       authConfig      // --auth and per-connection authentication state (auth.go)
+	top        topTable        // per-collection usage for the top command (cmd_top.go)
+	logRotate  func() error    // Config.LogRotate (cmd_compact.go)
 
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -126,6 +131,7 @@ func Open(cfg Config) (*Engine, error) {
 		c.ensureStats()
 	}
 	e.prof = newProfiler()
+	e.logRotate = cfg.LogRotate
 	if cfg.CommandMetrics {
 		e.cmdMetrics = newCommandMetrics()
 	}

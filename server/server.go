@@ -40,6 +40,8 @@ type Config struct {
 	Clock ttl.Clock
 	// ReaperRate caps TTL deletions per second (0 = unlimited).
 	ReaperRate int
+	// ReaperInterval is the time between TTL reaper passes (0: 1 s).
+	ReaperInterval time.Duration
 	// MinFreeDisk is the free space of the data directory's filesystem
 	// below which writes are refused with OutOfDiskSpace (14031) while
 	// reads go on: bytes, a size such as "256MiB" or "1GB", or a
@@ -234,7 +236,7 @@ func Start(cfg Config) (*Server, error) {
 			},
 			MaxConns: int64(wire.EffectiveMaxConns(lim.MaxConns)),
 		},
-		Reaper:         engine.ReaperConfig{Rate: cfg.ReaperRate},
+		Reaper:         engine.ReaperConfig{Rate: cfg.ReaperRate, Interval: cfg.ReaperInterval},
 		CommandMetrics: cfg.MetricsListen != "",
 		Auth:           cfg.Auth,
 		AuthMechanisms: cfg.AuthMechanisms,
