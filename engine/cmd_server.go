@@ -524,22 +524,29 @@ func cmdServerStatus(e *Engine, r *Request) (bson.D, error) {
 			d = append(d, bson.E{Key: name, Value: v})
 		}
 	}
+	add("asserts", e.assertsStatus())
 	add("connections", bson.D{
 		{Key: "current", Value: srvIntValue(cur)},
 		{Key: "available", Value: srvIntValue(e.maxConns() - cur)},
 		{Key: "totalCreated", Value: srvIntValue(total)},
 	})
+	add("extra_info", extraInfoStatus())
+	add("globalLock", e.globalLockStatus(up))
 	add("mem", bson.D{
 		{Key: "bits", Value: int32(64)},
 		{Key: "resident", Value: srvIntValue(int64(resident >> 20))},
 		{Key: "virtual", Value: srvIntValue(int64(virtual >> 20))},
 		{Key: "supported", Value: true},
 	})
-	add("network", bson.D{
+	network := bson.D{
 		{Key: "bytesIn", Value: bin},
 		{Key: "bytesOut", Value: bout},
 		{Key: "numRequests", Value: nreq},
-	})
+	}
+	if comp := e.compressionStatus(); comp != nil {
+		network = append(network, bson.E{Key: "compression", Value: comp})
+	}
+	add("network", network)
 	add("opcounters", bson.D{
 		{Key: "insert", Value: ins},
 		{Key: "query", Value: qry},
@@ -548,6 +555,7 @@ func cmdServerStatus(e *Engine, r *Request) (bson.D, error) {
 		{Key: "getmore", Value: gm},
 		{Key: "command", Value: cmd},
 	})
+	add("storageEngine", e.storageEngineStatus())
 	statusMu.Lock()
 	sections := append([]statusSection(nil), statusSections...)
 	statusMu.Unlock()

@@ -145,6 +145,11 @@ func (e *Engine) Handle(ctx context.Context, wr *wire.Request) (reply bson.Raw) 
 	took := time.Since(start)
 	if m := e.cmdMetrics; m != nil {
 		m.observe(name, took, body, err)
+	} else if err == nil && e.docs != nil {
+		e.docs.count(docKindOf(name), body)
+	}
+	if err != nil {
+		e.status.userAsserts.Add(1)
 	}
 	e.recordTop(r, took)
 	if err != nil {

@@ -58,6 +58,18 @@ type ServerInfo struct {
 	// serverStatus's connections.available counts down from (0: mongod's
 	// default).
 	MaxConns int64
+	// CompressionStats returns the wire layer's per-compressor byte
+	// counters (serverStatus network.compression); nil: no section.
+	CompressionStats func() map[string]CompressionFigures
+	// InMemory: the store keeps nothing across restarts
+	// (serverStatus.storageEngine.persistent is false).
+	InMemory bool
+}
+
+// CompressionFigures are one compressor's byte counters.
+type CompressionFigures struct {
+	CompressorBytesIn, CompressorBytesOut     int64
+	DecompressorBytesIn, DecompressorBytesOut int64
 }
 
 // Engine is one mayfly database instance.
@@ -91,6 +103,13 @@ type Engine struct {
 	running opRegistry // operations in progress, connections and sessions (ops.go)
 
 	params serverParams // runtime server parameters (setParameter)
+
+	// docs counts documents written and returned (serverStatus
+	// metrics.document and the Prometheus figures): cmdMetrics' counters
+	// when metrics are on, its own otherwise (status_metrics.go).
+	docs *docCounters
+	// status holds serverStatus's engine-wide counters (status_metrics.go).
+	status statusCounters
 
 	cmdMetrics *commandMetrics // nil unless Config.CommandMetrics (metrics.go)
 	users      userCache       // admin.system.users in memory (auth_users.go)
@@ -134,6 +153,9 @@ func Open(cfg Config) (*Engine, error) {
 	e.logRotate = cfg.LogRotate
 	if cfg.CommandMetrics {
 		e.cmdMetrics = newCommandMetrics()
+		e.docs = &e.cmdMetrics.docCounters
+	} else {
+		e.docs = &docCounters{}
 	}
 	if err := e.seedSystemVersion(); err != nil {
 		return nil, err

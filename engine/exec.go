@@ -15,6 +15,10 @@ type scanStats struct {
 	docsExamined int64
 	nReturned    int64
 	expired      int64
+	// flushedKeys and flushedDocs are what serverStatus has been told of
+	// already; collScanned that this query counted as a collection scan.
+	flushedKeys, flushedDocs int64
+	collScanned              bool
 }
 
 // scanner walks a plan and yields stored records, expired or not. It keeps
@@ -47,6 +51,7 @@ func newScanner(c *Collection, p *plan, stats *scanStats) *scanner {
 // pause releases the store iterator; the next call resumes after the last
 // key returned.
 func (s *scanner) pause() {
+	s.c.e.flushScan(s.stats, s.p.kind == planCollScan)
 	if s.iter != nil {
 		s.iter.Close()
 		s.iter = nil

@@ -61,6 +61,12 @@ type commandMetrics struct {
 	all    []*cmdStat          // canonical order, then other
 	other  *cmdStat            // names not in the command table
 
+	docCounters
+}
+
+// docCounters are the documents commands inserted, updated, deleted and
+// returned.
+type docCounters struct {
 	docsInserted, docsUpdated, docsDeleted, docsReturned atomic.Int64
 }
 
@@ -115,7 +121,12 @@ func (m *commandMetrics) observe(name string, d time.Duration, body bson.D, err 
 		st.errors.Add(1)
 		return
 	}
-	switch st.kind {
+	m.count(st.kind, body)
+}
+
+// count adds the documents a successful reply says were written or returned.
+func (m *docCounters) count(kind docKind, body bson.D) {
+	switch kind {
 	case docInsert:
 		m.docsInserted.Add(metricInt(body, "n"))
 	case docUpdate:
@@ -129,14 +140,14 @@ func (m *commandMetrics) observe(name string, d time.Duration, body bson.D, err 
 		cv, _ := bsonx.Get(body, "cursor")
 		cd, _ := cv.(bson.D)
 		key := "firstBatch"
-		if st.kind == docNextBatch {
+		if kind == docNextBatch {
 			key = "nextBatch"
 		}
 		m.docsReturned.Add(metricLen(cd, key))
 	}
 }
 
-func (m *commandMetrics) countFindAndModify(body bson.D) {
+func (m *docCounters) countFindAndModify(body bson.D) {
 	lv, _ := bsonx.Get(body, "lastErrorObject")
 	leo, _ := lv.(bson.D)
 	n := metricInt(leo, "n")
@@ -222,10 +233,9 @@ type DocumentCounts struct {
 	Inserted, Updated, Deleted, Returned int64
 }
 
-// DocumentCounts returns the document counters (zero without
-// Config.CommandMetrics).
+// DocumentCounts returns the document counters.
 func (e *Engine) DocumentCounts() DocumentCounts {
-	m := e.cmdMetrics
+	m := e.docs
 	if m == nil {
 		return DocumentCounts{}
 	}

@@ -235,6 +235,15 @@ func Start(cfg Config) (*Server, error) {
 				return st.Current, st.TotalCreated, st.BytesIn, st.BytesOut, st.NumRequests
 			},
 			MaxConns: int64(wire.EffectiveMaxConns(lim.MaxConns)),
+			CompressionStats: func() map[string]engine.CompressionFigures {
+				m := s.wire.CompressionStats()
+				out := make(map[string]engine.CompressionFigures, len(m))
+				for k, v := range m {
+					out[k] = engine.CompressionFigures(v)
+				}
+				return out
+			},
+			InMemory: cfg.InMemory,
 		},
 		Reaper:         engine.ReaperConfig{Rate: cfg.ReaperRate, Interval: cfg.ReaperInterval},
 		CommandMetrics: cfg.MetricsListen != "",
