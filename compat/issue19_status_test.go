@@ -107,6 +107,27 @@ func TestIssue19StatusDocumentAndQueryExecutor(t *testing.T) {
 		"metrics.queryExecutor.scannedObjects": 5,
 	})
 
+	// metrics.document.updated counts the documents an update matched, as
+	// mongod does, even those it left unchanged.
+	b = a
+	res, err = c.UpdateMany(e.ctx, bson.D{{Key: "x", Value: bson.D{{Key: "$gte", Value: 4}}}}, bson.D{{Key: "$set", Value: bson.D{{Key: "y", Value: 1}}}})
+	noErr(t, err, "updateMany (no change)")
+	if res.MatchedCount != 2 || res.ModifiedCount != 0 {
+		t.Fatalf("updateMany matched %d, modified %d", res.MatchedCount, res.ModifiedCount)
+	}
+	a = statusFigures(t, e, issue19DocPaths)
+	checkDeltas(t, e, b, a, map[string]float64{"metrics.document.updated": 2})
+
+	// An upsert counts as inserted, not updated.
+	b = a
+	res, err = c.UpdateOne(e.ctx, bson.D{{Key: "_id", Value: 9}}, bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 9}}}}, options.UpdateOne().SetUpsert(true))
+	noErr(t, err, "upsert")
+	if res.UpsertedCount != 1 {
+		t.Fatalf("upserted %d", res.UpsertedCount)
+	}
+	a = statusFigures(t, e, issue19DocPaths)
+	checkDeltas(t, e, b, a, map[string]float64{"metrics.document.updated": 0, "metrics.document.inserted": 1})
+
 	b = a
 	dr, err := c.DeleteMany(e.ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: bson.A{1, 2}}}}})
 	noErr(t, err, "deleteMany")
@@ -175,12 +196,13 @@ func TestIssue19StatusSectionsShape(t *testing.T) {
 	if n := num(t, st, "extra_info.user_time_us"); n <= 0 {
 		t.Errorf("extra_info.user_time_us = %v", n)
 	}
-	// mayfly stores in Pebble: no wiredTiger section (docs/admin-commands.md);
-	// a standalone has no opcountersRepl.
-	for _, absent := range []string{"wiredTiger", "opcountersRepl"} {
-		if has(st, absent) {
-			t.Errorf("serverStatus has %s", absent)
-		}
+	// mayfly stores in Pebble: no wiredTiger section (docs/admin-commands.md).
+	if has(st, "wiredTiger") {
+		t.Errorf("serverStatus has wiredTiger")
+	}
+	// A standalone mongod reports opcountersRepl too, all zero.
+	for _, f := range []string{"insert", "query", "update", "delete", "getmore", "command"} {
+		valEq(t, st, "opcountersRepl."+f, int64(0))
 	}
 	// {<section>: 0} leaves the new sections out too.
 	st = e.admin(bson.D{{Key: "serverStatus", Value: 1}, {Key: "asserts", Value: 0}, {Key: "extra_info", Value: 0},

@@ -555,6 +555,9 @@ func cmdServerStatus(e *Engine, r *Request) (bson.D, error) {
 		{Key: "getmore", Value: gm},
 		{Key: "command", Value: cmd},
 	})
+	// mongod reports opcountersRepl on a standalone too, all zero
+	// (replication_info.cpp registers it unconditionally).
+	add("opcountersRepl", opcountersReplStatus())
 	add("storageEngine", e.storageEngineStatus())
 	statusMu.Lock()
 	sections := append([]statusSection(nil), statusSections...)

@@ -130,8 +130,12 @@ func (m *docCounters) count(kind docKind, body bson.D) {
 	case docInsert:
 		m.docsInserted.Add(metricInt(body, "n"))
 	case docUpdate:
-		m.docsUpdated.Add(metricInt(body, "nModified"))
-		m.docsInserted.Add(metricLen(body, "upserted"))
+		// mongod's metrics.document.updated counts the documents updates
+		// matched, not only those they changed (DOCS-15950): n less the
+		// upserts.
+		ups := metricLen(body, "upserted")
+		m.docsUpdated.Add(metricInt(body, "n") - ups)
+		m.docsInserted.Add(ups)
 	case docDelete:
 		m.docsDeleted.Add(metricInt(body, "n"))
 	case docFindAndModify:

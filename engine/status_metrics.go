@@ -166,3 +166,16 @@ func (e *Engine) storageEngineStatus() bson.D {
 		{Key: "persistent", Value: !e.info.InMemory},
 	}
 }
+
+// opcountersReplStatus is serverStatus.opcountersRepl: mayfly applies no
+// replicated operations.
+func opcountersReplStatus() bson.D {
+	return bson.D{
+		{Key: "insert", Value: int64(0)},
+		{Key: "query", Value: int64(0)},
+		{Key: "update", Value: int64(0)},
+		{Key: "delete", Value: int64(0)},
+		{Key: "getmore", Value: int64(0)},
+		{Key: "command", Value: int64(0)},
+	}
+}
