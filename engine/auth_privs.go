@@ -20,9 +20,12 @@ import (
 // resource is {db, collection}, {cluster: true} or {anyResource: true}.
 // An empty db means any database; an empty collection any collection of
 // the database that is not a system collection.
+// Normal (with an empty db) is mongod's anyNormalResource as the
+// *AnyDatabase roles use it: every database except local and config.
 type resource struct {
 	Cluster, Any bool
 	DB, Coll     string
+	Normal       bool
 }
 
 func (r resource) doc() bson.D {
@@ -46,6 +49,9 @@ func (g resource) covers(n resource) bool {
 	if g.DB != "" && g.DB != n.DB {
 		return false
 	}
+	if g.Normal && (n.DB == "local" || n.DB == "config") {
+		return false
+	}
 	if g.Coll != "" {
 		return g.Coll == n.Coll
 	}
@@ -62,6 +68,7 @@ type privilege struct {
 func dbRes(db string) resource               { return resource{DB: db} }
 func nsRes(db, coll string) resource         { return resource{DB: db, Coll: coll} }
 func clusterRes() resource                   { return resource{Cluster: true} }
+func anyNormalRes() resource                 { return resource{Normal: true} }
 func priv(r resource, a ...string) privilege { return privilege{r, a} }
 
 var (
@@ -99,11 +106,11 @@ func rolePrivileges(role roleRef) []privilege {
 	}
 	switch role.Role {
 	case "readAnyDatabase":
-		return []privilege{priv(dbRes(""), readActions...), priv(clusterRes(), "listDatabases")}
+		return []privilege{priv(anyNormalRes(), readActions...), priv(clusterRes(), "listDatabases")}
 	case "readWriteAnyDatabase":
-		return []privilege{priv(dbRes(""), readWriteActions...), priv(clusterRes(), "listDatabases")}
+		return []privilege{priv(anyNormalRes(), readWriteActions...), priv(clusterRes(), "listDatabases")}
 	case "dbAdminAnyDatabase":
-		return []privilege{priv(dbRes(""), dbAdminActions...), priv(clusterRes(), "listDatabases"),
+		return []privilege{priv(anyNormalRes(), dbAdminActions...), priv(clusterRes(), "listDatabases"),
 			priv(nsRes("", "system.profile"), "collStats", "dbStats", "find", "killCursors", "listCollections", "listIndexes", "dropCollection", "createCollection")}
 	case "userAdminAnyDatabase":
 		return []privilege{priv(dbRes(""), userAdminActions...), priv(clusterRes(), "authSchemaUpgrade", "invalidateUserCache", "listDatabases", "viewUser"),
