@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 )
 
 // TestIssue15AuthAnyDatabaseRolesSkipLocalAndConfig: readAnyDatabase,
@@ -49,5 +50,56 @@ func TestIssue15AuthAnyDatabaseRolesSkipLocalAndConfig(t *testing.T) {
 	cli := userClient(t, s, root, "u_readLocal", "admin", bson.A{bson.D{{Key: "role", Value: "read"}, {Key: "db", Value: "local"}}})
 	if err := authErr(cli, "local", find); err != nil {
 		t.Errorf("read@local: find on local: %v", err)
+	}
+}
+
+// TestIssue15AuthClusterRolesAsMongod: the cluster roles' database
+// privileges as mongod 7.0's builtin_roles.yml: clusterMonitor reads config
+// and local and finds in system.profile; hostManager kills cursors on
+// normal databases; clusterManager reads config and writes config and local;
+// clusterAdmin's dropDatabase stops at local and config.
+func TestIssue15AuthClusterRolesAsMongod(t *testing.T) {
+	t.Parallel()
+	s, root := rootedAuthServer(t)
+	for _, db := range []string{"app", "local", "config"} {
+		authRun(t, root, db, bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}})
+	}
+	find := bson.D{{Key: "find", Value: "c"}}
+	insert := bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{}}}}
+	killCursors := bson.D{{Key: "killCursors", Value: "c"}, {Key: "cursors", Value: bson.A{int64(12345)}}}
+	dropDB := bson.D{{Key: "dropDatabase", Value: 1}}
+	clients := map[string]*mongo.Client{}
+	for _, c := range []struct {
+		role, db string
+		cmd      bson.D
+		ok       bool
+	}{
+		{"clusterMonitor", "config", find, true},
+		{"clusterMonitor", "local", find, true},
+		{"clusterMonitor", "app", bson.D{{Key: "find", Value: "system.profile"}}, true},
+		{"clusterMonitor", "app", find, false},
+		{"clusterMonitor", "config", insert, false},
+		{"hostManager", "app", killCursors, true},
+		{"hostManager", "app", find, false},
+		{"clusterManager", "config", find, true},
+		{"clusterManager", "config", insert, true},
+		{"clusterManager", "local", insert, true},
+		{"clusterManager", "app", insert, false},
+		{"clusterAdmin", "local", dropDB, false},
+		{"clusterAdmin", "app2", dropDB, true},
+	} {
+		cli := clients[c.role]
+		if cli == nil {
+			cli = userClient(t, s, root, "u_"+c.role, "admin", bson.A{c.role})
+			clients[c.role] = cli
+		}
+		err := authErr(cli, c.db, c.cmd)
+		code, _, _ := errCode(err)
+		switch {
+		case c.ok && code == 13:
+			t.Errorf("%s: %s on %s: %v, want it allowed", c.role, ejson(c.cmd), c.db, err)
+		case !c.ok && code != 13:
+			t.Errorf("%s: %s on %s: got %v, want 13 Unauthorized", c.role, ejson(c.cmd), c.db, err)
+		}
 	}
 }

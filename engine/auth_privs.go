@@ -116,13 +116,19 @@ func rolePrivileges(role roleRef) []privilege {
 		return []privilege{priv(dbRes(""), userAdminActions...), priv(clusterRes(), "authSchemaUpgrade", "invalidateUserCache", "listDatabases", "viewUser"),
 			priv(nsRes("admin", "system.users"), "collStats", "dbHash", "dbStats", "find", "killCursors", "planCacheRead", "createIndex", "dropIndex")}
 	case "clusterMonitor":
-		return []privilege{priv(clusterRes(), monitorActions...), priv(dbRes(""), "collStats", "dbStats", "indexStats", "listCollections", "listIndexes")}
+		// builtin_roles.yml: also read on config and local, and find on
+		// every system.profile.
+		return []privilege{priv(clusterRes(), monitorActions...), priv(dbRes(""), "collStats", "dbStats", "indexStats", "listCollections", "listIndexes"),
+			priv(dbRes("config"), readActions...), priv(dbRes("local"), readActions...), priv(nsRes("", "system.profile"), "find")}
 	case "hostManager":
-		return []privilege{priv(clusterRes(), hostMgrActions...)}
+		return []privilege{priv(clusterRes(), hostMgrActions...), priv(anyNormalRes(), "killCursors")}
 	case "clusterManager":
-		return []privilege{priv(clusterRes(), clusterMgrAction...), priv(dbRes(""), "enableSharding")}
+		// builtin_roles.yml: also read on config, and insert, update and
+		// remove on config and local.
+		return []privilege{priv(clusterRes(), clusterMgrAction...), priv(anyNormalRes(), "enableSharding"),
+			priv(dbRes("config"), readActions...), priv(dbRes("config"), "insert", "update", "remove"), priv(dbRes("local"), "insert", "update", "remove")}
 	case "clusterAdmin":
-		out := []privilege{priv(dbRes(""), "dropDatabase")}
+		out := []privilege{priv(anyNormalRes(), "dropDatabase")}
 		for _, r := range []string{"clusterMonitor", "hostManager", "clusterManager"} {
 			out = append(out, rolePrivileges(roleRef{r, "admin"})...)
 		}
