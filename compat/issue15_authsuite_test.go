@@ -103,3 +103,39 @@ func TestIssue15AuthClusterRolesAsMongod(t *testing.T) {
 		}
 	}
 }
+
+// TestIssue15AuthBackupRestoreAsMongod: backup and restore as mongod 7.0's
+// builtin_roles.yml: backup finds admin.system.roles and every database's
+// system.users, lists any collection (system ones too) and writes
+// config.settings; restore reaches every database's system.users.
+func TestIssue15AuthBackupRestoreAsMongod(t *testing.T) {
+	t.Parallel()
+	s, root := rootedAuthServer(t)
+	authRun(t, root, "app", bson.D{{Key: "createUser", Value: "appuser"}, {Key: "pwd", Value: "x"}, {Key: "roles", Value: bson.A{}}})
+	backup := userClient(t, s, root, "u_backup", "admin", bson.A{"backup"})
+	restore := userClient(t, s, root, "u_restore", "admin", bson.A{"restore"})
+	for _, c := range []struct {
+		who string
+		cli *mongo.Client
+		db  string
+		cmd bson.D
+		ok  bool
+	}{
+		{"backup", backup, "admin", bson.D{{Key: "find", Value: "system.roles"}}, true},
+		{"backup", backup, "app", bson.D{{Key: "find", Value: "system.users"}}, true},
+		{"backup", backup, "admin", bson.D{{Key: "listIndexes", Value: "system.users"}}, true},
+		{"backup", backup, "config", bson.D{{Key: "insert", Value: "settings"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: "x"}}}}}, true},
+		{"backup", backup, "app", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{}}}}, false},
+		{"restore", restore, "app", bson.D{{Key: "find", Value: "system.users"}}, true},
+		{"restore", restore, "app", bson.D{{Key: "find", Value: "c"}}, false},
+	} {
+		err := authErr(c.cli, c.db, c.cmd)
+		code, _, _ := errCode(err)
+		switch {
+		case c.ok && code == 13:
+			t.Errorf("%s: %s on %s: %v, want it allowed", c.who, ejson(c.cmd), c.db, err)
+		case !c.ok && code != 13:
+			t.Errorf("%s: %s on %s: got %v, want 13 Unauthorized", c.who, ejson(c.cmd), c.db, err)
+		}
+	}
+}

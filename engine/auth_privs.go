@@ -136,14 +136,16 @@ func rolePrivileges(role roleRef) []privilege {
 	case "backup":
 		return []privilege{priv(clusterRes(), "listDatabases", "serverStatus", "appendOplogNote", "getParameter"),
 			priv(dbRes(""), "collStats", "dbStats", "find", "killCursors", "listCollections", "listIndexes", "dbHash"),
-			priv(nsRes("", "system.js"), "find"), priv(nsRes("admin", "system.users"), "find"), priv(nsRes("admin", "system.version"), "find"),
-			priv(nsRes("", "system.profile"), "find")}
+			priv(nsRes("", "system.js"), "find"), priv(nsRes("", "system.users"), "find"), priv(nsRes("admin", "system.version"), "find"),
+			priv(nsRes("", "system.profile"), "find"), priv(nsRes("admin", "system.roles"), "find"),
+			priv(resource{Any: true}, "collStats", "listCollections", "listIndexes"), priv(nsRes("config", "settings"), "insert", "update")}
 	case "restore":
 		acts := []string{"bypassDocumentValidation", "changeCustomData", "changePassword", "collMod", "convertToCapped", "createCollection", "createIndex", "createRole", "createUser", "dropCollection", "dropRole", "dropUser", "grantRole", "insert", "revokeRole", "viewRole", "viewUser", "listCollections", "listIndexes"}
 		return []privilege{priv(dbRes(""), acts...), priv(clusterRes(), "listDatabases", "getParameter"),
 			priv(nsRes("", "system.js"), "find", "insert", "remove", "update"),
-			priv(nsRes("admin", "system.users"), "find", "insert", "remove", "update", "createIndex"),
-			priv(nsRes("admin", "system.version"), "find", "insert", "remove", "update")}
+			priv(nsRes("", "system.users"), "find", "insert", "remove", "update", "createIndex"),
+			priv(nsRes("admin", "system.version"), "find", "insert", "remove", "update"), priv(nsRes("admin", "system.roles"), "createIndex"),
+			priv(resource{Any: true}, "listCollections")}
 	case "root":
 		return []privilege{priv(resource{Any: true}, "*")}
 	}
