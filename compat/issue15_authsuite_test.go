@@ -139,3 +139,46 @@ func TestIssue15AuthBackupRestoreAsMongod(t *testing.T) {
 		}
 	}
 }
+
+// TestIssue15AuthReadAndDbAdminActionsAsMongod: read's actions include
+// planCacheRead, and dbAdmin's privilege on system.profile is read's
+// actions plus convertToCapped, createCollection and dropCollection
+// (builtin_roles.yml), as connectionStatus showPrivileges lists them.
+func TestIssue15AuthReadAndDbAdminActionsAsMongod(t *testing.T) {
+	t.Parallel()
+	s, root := rootedAuthServer(t)
+	actionsOn := func(role, coll string) []string {
+		cli := userClient(t, s, root, "u_"+role, "app", bson.A{role})
+		st := authRun(t, cli, "admin", bson.D{{Key: "connectionStatus", Value: 1}, {Key: "showPrivileges", Value: true}})
+		vals, err := st.Lookup("authInfo", "authenticatedUserPrivileges").Array().Values()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vals {
+			d := v.Document()
+			if d.Lookup("resource", "db").StringValue() == "app" && d.Lookup("resource", "collection").StringValue() == coll {
+				var out []string
+				av, _ := d.Lookup("actions").Array().Values()
+				for _, a := range av {
+					out = append(out, a.StringValue())
+				}
+				return out
+			}
+		}
+		t.Fatalf("%s: no privilege on app.%s in %v", role, coll, st)
+		return nil
+	}
+	has := func(what string, got []string, want ...string) {
+		for _, w := range want {
+			found := false
+			for _, g := range got {
+				found = found || g == w
+			}
+			if !found {
+				t.Errorf("%s: %v lacks %s", what, got, w)
+			}
+		}
+	}
+	has("read on app", actionsOn("read", ""), "find", "planCacheRead", "listSearchIndexes")
+	has("dbAdmin on app.system.profile", actionsOn("dbAdmin", "system.profile"), "find", "planCacheRead", "convertToCapped", "createCollection", "dropCollection")
+}

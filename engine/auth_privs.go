@@ -72,7 +72,7 @@ func anyNormalRes() resource                 { return resource{Normal: true} }
 func priv(r resource, a ...string) privilege { return privilege{r, a} }
 
 var (
-	readActions      = []string{"changeStream", "collStats", "dbHash", "dbStats", "find", "killCursors", "listCollections", "listIndexes", "listSearchIndexes"}
+	readActions      = []string{"changeStream", "collStats", "dbHash", "dbStats", "find", "killCursors", "listCollections", "listIndexes", "listSearchIndexes", "planCacheRead"}
 	readWriteActions = append(append([]string{}, readActions...), "convertToCapped", "createCollection", "createIndex", "dropCollection", "dropIndex", "insert", "remove", "renameCollectionSameDB", "update")
 	dbAdminActions   = []string{"bypassDocumentValidation", "collMod", "collStats", "compact", "convertToCapped", "createCollection", "createIndex", "dbStats", "dropCollection", "dropDatabase", "dropIndex", "enableProfiler", "listCollections", "listIndexes", "planCacheIndexFilter", "planCacheRead", "planCacheWrite", "reIndex", "renameCollectionSameDB", "validate"}
 	userAdminActions = []string{"changeCustomData", "changePassword", "createRole", "createUser", "dropRole", "dropUser", "grantRole", "revokeRole", "setAuthenticationRestriction", "viewRole", "viewUser"}
@@ -91,7 +91,7 @@ func rolePrivileges(role roleRef) []privilege {
 	case "readWrite":
 		return []privilege{priv(dbRes(db), readWriteActions...)}
 	case "dbAdmin":
-		return []privilege{priv(dbRes(db), dbAdminActions...), priv(profile, "changeStream", "collStats", "dbHash", "dbStats", "find", "killCursors", "listCollections", "listIndexes", "dropCollection", "createCollection")}
+		return []privilege{priv(dbRes(db), dbAdminActions...), priv(profile, append(append([]string{}, readActions...), "convertToCapped", "createCollection", "dropCollection")...)}
 	case "userAdmin":
 		return []privilege{priv(dbRes(db), userAdminActions...)}
 	case "dbOwner":
