@@ -121,7 +121,9 @@ if [ -z "$URI" ]; then
 fi
 
 # Wait for the server to answer ping.
-log "waiting for $URI"
+# The password stays out of the output.
+SHOWN_URI=${URI/:\/\/*@/://***@}
+log "waiting for $SHOWN_URI"
 up=0
 for i in $(seq 1 60); do
   if [ -n "$SERVER_PID" ] && ! kill -0 "$SERVER_PID" 2>/dev/null; then
@@ -138,11 +140,11 @@ for i in $(seq 1 60); do
   sleep 0.5
 done
 if [ $up -ne 1 ]; then
-  fail "server at $URI answers ping"
+  fail "server at $SHOWN_URI answers ping"
   [ -f "$TMP/mayfly.log" ] && tail -50 "$TMP/mayfly.log"
   summary
 fi
-pass "server at $URI answers ping"
+pass "server at $SHOWN_URI answers ping"
 
 # go_suite LABEL URI [ENV=VALUE...]: the Go driver suite, every test against
 # the server at URI; each top-level test counts once.
