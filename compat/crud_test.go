@@ -166,6 +166,7 @@ func TestCRUD_CreateExistingCollection(t *testing.T) {
 }
 
 func TestCRUD_DropCollectionAndDatabase(t *testing.T) {
+	needsAdmin(t, "dropDatabase (dbAdmin)")
 	e := newEnv(t)
 	e.insert("a", bson.D{{Key: "_id", Value: 1}})
 	e.insert("b", bson.D{{Key: "_id", Value: 1}})

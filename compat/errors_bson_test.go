@@ -31,6 +31,9 @@ func TestErrors_CommonMistakes(t *testing.T) {
 		{"aggregate without cursor", bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{}}}, 9, "FailedToParse"},
 	}
 	for _, c := range cases {
+		if authPass && c.cmd[0].Key == "collMod" {
+			continue // needs collMod (dbAdmin): mongod answers 13 first
+		}
 		err := e.runErr(c.cmd)
 		if err == nil {
 			t.Errorf("%s: %s succeeded, want code %d", c.name, ejson(c.cmd), c.code)

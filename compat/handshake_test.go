@@ -97,6 +97,7 @@ func TestHandshake_SessionsWork(t *testing.T) {
 }
 
 func TestHandshake_FeatureCompatibilityVersion(t *testing.T) {
+	needsAdmin(t, "getParameter (clusterMonitor)")
 	e := newEnv(t)
 	r := e.admin(bson.D{{Key: "getParameter", Value: 1}, {Key: "featureCompatibilityVersion", Value: 1}})
 	v := val(t, r, "featureCompatibilityVersion.version")

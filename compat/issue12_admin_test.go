@@ -135,6 +135,7 @@ func TestIssue12AdminCreateAutoIndexId(t *testing.T) {
 // ---- issue 12, item 6: admin.system.version and the profiler ----
 
 func TestIssue12AdminSystemVersionReadable(t *testing.T) {
+	needsAdmin(t, "find on admin.system.version (a system collection)")
 	e := newEnv(t)
 	cur, err := e.cli.Database("admin").Collection("system.version").Find(e.ctx, bson.D{{Key: "_id", Value: "featureCompatibilityVersion"}})
 	noErr(t, err, "find admin.system.version")
@@ -159,6 +160,7 @@ func TestIssue12AdminSystemVersionReadable(t *testing.T) {
 }
 
 func TestIssue12AdminProfileCommand(t *testing.T) {
+	needsAdmin(t, "profile (dbAdmin)")
 	e := newEnv(t)
 	// Level -1 (or any level outside 0..2) reads the settings.
 	r := e.run(bson.D{{Key: "profile", Value: -1}})
@@ -232,6 +234,7 @@ func collModIndex(coll string, index bson.D, more ...bson.E) bson.D {
 }
 
 func TestIssue12AdminCollModUnique(t *testing.T) {
+	needsAdmin(t, "collMod (dbAdmin)")
 	e := newEnv(t)
 	e.run(createIndexCmd("c", bson.D{{Key: "key", Value: bson.D{{Key: "a", Value: 1}}}, {Key: "name", Value: "a_1"}}))
 	kp := bson.E{Key: "keyPattern", Value: bson.D{{Key: "a", Value: 1}}}
@@ -291,6 +294,7 @@ func TestIssue12AdminCollModUnique(t *testing.T) {
 }
 
 func TestIssue12AdminCollModHiddenTTLAndUnknown(t *testing.T) {
+	needsAdmin(t, "collMod (dbAdmin)")
 	e := newEnv(t)
 	e.run(createIndexCmd("c",
 		bson.D{{Key: "key", Value: bson.D{{Key: "a", Value: 1}}}, {Key: "name", Value: "a_1"}},

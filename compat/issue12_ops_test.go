@@ -75,6 +75,7 @@ func opsAgg(e *env, db string, coll any, pipeline bson.A, extra ...bson.E) ([]bs
 // (its own included) in mongod's shape; the currentOp command wraps it as
 // {inprog: [...]} with its filter; idle connections appear on request.
 func TestIssue12OpsCurrentOp(t *testing.T) {
+	needsAdmin(t, "$currentOp (inprog, clusterMonitor)")
 	e := newEnv(t)
 	self := bson.E{Key: "comment", Value: "issue12-self"}
 	got, err := opsAgg(e, "admin", 1, bson.A{bson.D{{Key: "$currentOp", Value: bson.D{}}},
@@ -179,6 +180,7 @@ func TestIssue12OpsCurrentOp(t *testing.T) {
 // killOp interrupts a running operation, found through $currentOp: it
 // fails with 11601 Interrupted.
 func TestIssue12OpsKillOp(t *testing.T) {
+	needsAdmin(t, "$currentOp and killOp of any user's operation (inprog, killop: clusterMonitor/clusterManager)")
 	e := newEnv(t)
 	var docs []any
 	for i := 0; i < 3000; i++ {
@@ -289,6 +291,7 @@ func TestIssue12OpsListLocalSessions(t *testing.T) {
 // refresh keeps (created with its lsidTTLIndex; ended sessions removed);
 // it must run first, on that collection.
 func TestIssue12OpsListSessions(t *testing.T) {
+	needsAdmin(t, "$listSessions over config.system.sessions (clusterMonitor's listSessions)")
 	e := newClockEnv(t) // a private server: config.system.sessions is created
 	sess, err := e.cli.StartSession()
 	noErr(t, err, "start session")
@@ -351,6 +354,7 @@ func TestIssue12OpsListSessions(t *testing.T) {
 // $currentOp {idleCursors: true} adds an {type: "idleCursor"} entry per
 // open cursor no operation is using, as mongod's GenericCursor.
 func TestIssue12OpsCurrentOpIdleCursors(t *testing.T) {
+	needsAdmin(t, "$currentOp (inprog, clusterMonitor)")
 	e := newEnv(t)
 	for i := 0; i < 5; i++ {
 		e.insert("c", bson.D{{Key: "_id", Value: i}})

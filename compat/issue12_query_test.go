@@ -203,6 +203,7 @@ func apiClient(e *env, api *options.ServerAPIOptions) *mongo.Client {
 }
 
 func TestIssue12QueryStableAPI(t *testing.T) {
+	needsAdmin(t, "serverStatus (clusterMonitor)")
 	e := newEnv(t)
 	e.insert("c", bson.D{{Key: "_id", Value: 1}, {Key: "a", Value: 1}}, bson.D{{Key: "_id", Value: 2}, {Key: "a", Value: 2}})
 	strict := apiClient(e, options.ServerAPI(options.ServerAPIVersion1).SetStrict(true).SetDeprecationErrors(true))

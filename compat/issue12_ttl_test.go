@@ -128,6 +128,7 @@ func TestIssue12TTLNoLeakThroughFacetAndRoot(t *testing.T) {
 // by name (its own name too) or key pattern, in find, count, aggregate,
 // update and delete; once TTL is off it no longer exists for hints.
 func TestIssue12TTLHintTSIndex(t *testing.T) {
+	needsAdmin(t, "collMod (dbAdmin)")
 	mayflyOnly(t)
 	e := newClockEnv(t)
 	e.create("c", dttl(100))

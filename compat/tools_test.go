@@ -424,8 +424,8 @@ func TestToolsDumpRestoreRoundTrip(t *testing.T) {
 	// mongorestore --nsTo into a new namespace (another database): the
 	// ns field in the specs is rewritten by the tool.
 	other := e.db.Name() + "_to"
-	t.Cleanup(func() { _ = e.cli.Database(other).Drop(e.ctx) })
-	_ = e.cli.Database(other).Drop(e.ctx)
+	t.Cleanup(func() { _ = dropDB(e.ctx, e.cli.Database(other)) })
+	_ = dropDB(e.ctx, e.cli.Database(other))
 	toolsRestore(e, other, "dst", metaJSON, data, false)
 	sameDocs(t, "restore to a new namespace", sortedRaw(e, other, "dst"), wantDocs)
 	strsEq(t, "indexes in the new namespace", indexSpecs(e, other, "dst"), wantIdx)

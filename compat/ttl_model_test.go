@@ -96,6 +96,7 @@ func TestTTL_SetDefaultTTL_ViaCreate(t *testing.T) {
 }
 
 func TestTTL_SetDefaultTTL_ViaCollMod(t *testing.T) {
+	needsAdmin(t, "collMod (dbAdmin)")
 	mayflyOnly(t)
 	e := newClockEnv(t)
 	e.create("c")
@@ -124,6 +125,7 @@ func TestTTL_SetDefaultTTL_ViaCollMod(t *testing.T) {
 }
 
 func TestTTL_SetDefaultTTL_ViaTsIndex_CosmosConvention(t *testing.T) {
+	needsAdmin(t, "collMod (dbAdmin)")
 	mayflyOnly(t)
 	e := newClockEnv(t)
 	e.create("c")
@@ -156,6 +158,7 @@ func TestTTL_SetDefaultTTL_ViaTsIndex_CosmosConvention(t *testing.T) {
 }
 
 func TestTTL_SetDefaultTTL_InvalidValuesRefusedNothingChanges(t *testing.T) {
+	needsAdmin(t, "collMod (dbAdmin)")
 	mayflyOnly(t)
 	e := newEnv(t)
 	invalid := []any{0, 1.5, -2, int64(2147483648), "10", true, bson.D{}}
@@ -274,6 +277,7 @@ func TestTTL_DocTTL_PlainDataWhileOff(t *testing.T) {
 }
 
 func TestTTL_DocTTL_InvalidStoredWhileOffCountsAsAbsent(t *testing.T) {
+	needsAdmin(t, "collMod (dbAdmin)")
 	mayflyOnly(t)
 	e := newClockEnv(t)
 	e.create("c")

@@ -231,6 +231,7 @@ func (e *env) sizeOnDisk() float64 {
 // §6.5: an invisible document never becomes visible again.
 
 func TestTTL_NoResurrection(t *testing.T) {
+	needsAdmin(t, "collMod (dbAdmin)")
 	mayflyOnly(t)
 	t.Parallel()
 	changes := []struct {
@@ -333,6 +334,7 @@ func TestTTLIndex_PartialFilterExpression(t *testing.T) {
 }
 
 func TestTTLIndex_CollModExpireAfterSeconds(t *testing.T) {
+	needsAdmin(t, "collMod (dbAdmin)")
 	e := newClockEnv(t)
 	mayflyOnly(t)
 	_, err := e.coll("c").Indexes().CreateOne(e.ctx, mongo.IndexModel{Keys: bson.D{{Key: "at", Value: 1}}, Options: options.Index().SetExpireAfterSeconds(2)})
@@ -394,6 +396,7 @@ func TestTTL_EarliestDeadlineWins(t *testing.T) {
 // §8 and §9: the reaper and what it reports.
 
 func TestTTL_ReaperPhysicallyDeletesAndReports(t *testing.T) {
+	needsAdmin(t, "serverStatus (clusterMonitor)")
 	mayflyOnly(t)
 	e := newClockEnv(t)
 	st := e.serverStatus()
@@ -428,6 +431,7 @@ func TestTTL_ReaperPhysicallyDeletesAndReports(t *testing.T) {
 }
 
 func TestTTL_ServerStatusSections(t *testing.T) {
+	needsAdmin(t, "serverStatus (clusterMonitor)")
 	mayflyOnly(t)
 	e := newEnv(t)
 	st := e.serverStatus()

@@ -152,7 +152,7 @@ func parsePrivileges(v any, roleDB string) ([]privilege, error) {
 			if !ok1 || !ok2 {
 				return nil, mongoerr.New(mongoerr.BadValue, "resource must have either 'cluster', 'anyResource' or both 'db' and 'collection' fields")
 			}
-			res = resource{DB: db, Coll: coll}
+			res = resource{DB: db, Coll: coll, Normal: db == "" && coll == ""} // {db: "", collection: ""} is anyNormalResource
 		}
 		if roleDB != "" && roleDB != "admin" && (res.Cluster || res.Any || res.DB != roleDB) {
 			return nil, mongoerr.New(mongoerr.BadValue, "Roles on the '%s' database cannot be granted privileges that target other databases or the cluster", roleDB)

@@ -20,9 +20,12 @@ import (
 // resource is {db, collection}, {cluster: true} or {anyResource: true}.
 // An empty db means any database; an empty collection any collection of
 // the database that is not a system collection.
+// Normal (with an empty db) is mongod's anyNormalResource as the
+// *AnyDatabase roles use it: every database except local and config.
 type resource struct {
 	Cluster, Any bool
 	DB, Coll     string
+	Normal       bool
 }
 
 func (r resource) doc() bson.D {
@@ -46,6 +49,9 @@ func (g resource) covers(n resource) bool {
 	if g.DB != "" && g.DB != n.DB {
 		return false
 	}
+	if g.Normal && (n.DB == "local" || n.DB == "config") {
+		return false
+	}
 	if g.Coll != "" {
 		return g.Coll == n.Coll
 	}
@@ -62,10 +68,11 @@ type privilege struct {
 func dbRes(db string) resource               { return resource{DB: db} }
 func nsRes(db, coll string) resource         { return resource{DB: db, Coll: coll} }
 func clusterRes() resource                   { return resource{Cluster: true} }
+func anyNormalRes() resource                 { return resource{Normal: true} }
 func priv(r resource, a ...string) privilege { return privilege{r, a} }
 
 var (
-	readActions      = []string{"changeStream", "collStats", "dbHash", "dbStats", "find", "killCursors", "listCollections", "listIndexes", "listSearchIndexes"}
+	readActions      = []string{"changeStream", "collStats", "dbHash", "dbStats", "find", "killCursors", "listCollections", "listIndexes", "listSearchIndexes", "planCacheRead"}
 	readWriteActions = append(append([]string{}, readActions...), "convertToCapped", "createCollection", "createIndex", "dropCollection", "dropIndex", "insert", "remove", "renameCollectionSameDB", "update")
 	dbAdminActions   = []string{"bypassDocumentValidation", "collMod", "collStats", "compact", "convertToCapped", "createCollection", "createIndex", "dbStats", "dropCollection", "dropDatabase", "dropIndex", "enableProfiler", "listCollections", "listIndexes", "planCacheIndexFilter", "planCacheRead", "planCacheWrite", "reIndex", "renameCollectionSameDB", "validate"}
 	userAdminActions = []string{"changeCustomData", "changePassword", "createRole", "createUser", "dropRole", "dropUser", "grantRole", "revokeRole", "setAuthenticationRestriction", "viewRole", "viewUser"}
@@ -84,7 +91,7 @@ func rolePrivileges(role roleRef) []privilege {
 	case "readWrite":
 		return []privilege{priv(dbRes(db), readWriteActions...)}
 	case "dbAdmin":
-		return []privilege{priv(dbRes(db), dbAdminActions...), priv(profile, "changeStream", "collStats", "dbHash", "dbStats", "find", "killCursors", "listCollections", "listIndexes", "dropCollection", "createCollection")}
+		return []privilege{priv(dbRes(db), dbAdminActions...), priv(profile, append(append([]string{}, readActions...), "convertToCapped", "createCollection", "dropCollection")...)}
 	case "userAdmin":
 		return []privilege{priv(dbRes(db), userAdminActions...)}
 	case "dbOwner":
@@ -99,23 +106,29 @@ func rolePrivileges(role roleRef) []privilege {
 	}
 	switch role.Role {
 	case "readAnyDatabase":
-		return []privilege{priv(dbRes(""), readActions...), priv(clusterRes(), "listDatabases")}
+		return []privilege{priv(anyNormalRes(), readActions...), priv(clusterRes(), "listDatabases")}
 	case "readWriteAnyDatabase":
-		return []privilege{priv(dbRes(""), readWriteActions...), priv(clusterRes(), "listDatabases")}
+		return []privilege{priv(anyNormalRes(), readWriteActions...), priv(clusterRes(), "listDatabases")}
 	case "dbAdminAnyDatabase":
-		return []privilege{priv(dbRes(""), dbAdminActions...), priv(clusterRes(), "listDatabases"),
+		return []privilege{priv(anyNormalRes(), dbAdminActions...), priv(clusterRes(), "listDatabases"),
 			priv(nsRes("", "system.profile"), "collStats", "dbStats", "find", "killCursors", "listCollections", "listIndexes", "dropCollection", "createCollection")}
 	case "userAdminAnyDatabase":
 		return []privilege{priv(dbRes(""), userAdminActions...), priv(clusterRes(), "authSchemaUpgrade", "invalidateUserCache", "listDatabases", "viewUser"),
 			priv(nsRes("admin", "system.users"), "collStats", "dbHash", "dbStats", "find", "killCursors", "planCacheRead", "createIndex", "dropIndex")}
 	case "clusterMonitor":
-		return []privilege{priv(clusterRes(), monitorActions...), priv(dbRes(""), "collStats", "dbStats", "indexStats", "listCollections", "listIndexes")}
+		// builtin_roles.yml: also read on config and local, and find on
+		// every system.profile.
+		return []privilege{priv(clusterRes(), monitorActions...), priv(dbRes(""), "collStats", "dbStats", "indexStats", "listCollections", "listIndexes"),
+			priv(dbRes("config"), readActions...), priv(dbRes("local"), readActions...), priv(nsRes("", "system.profile"), "find")}
 	case "hostManager":
-		return []privilege{priv(clusterRes(), hostMgrActions...)}
+		return []privilege{priv(clusterRes(), hostMgrActions...), priv(anyNormalRes(), "killCursors")}
 	case "clusterManager":
-		return []privilege{priv(clusterRes(), clusterMgrAction...), priv(dbRes(""), "enableSharding")}
+		// builtin_roles.yml: also read on config, and insert, update and
+		// remove on config and local.
+		return []privilege{priv(clusterRes(), clusterMgrAction...), priv(anyNormalRes(), "enableSharding"),
+			priv(dbRes("config"), readActions...), priv(dbRes("config"), "insert", "update", "remove"), priv(dbRes("local"), "insert", "update", "remove")}
 	case "clusterAdmin":
-		out := []privilege{priv(dbRes(""), "dropDatabase")}
+		out := []privilege{priv(anyNormalRes(), "dropDatabase")}
 		for _, r := range []string{"clusterMonitor", "hostManager", "clusterManager"} {
 			out = append(out, rolePrivileges(roleRef{r, "admin"})...)
 		}
@@ -123,14 +136,16 @@ func rolePrivileges(role roleRef) []privilege {
 	case "backup":
 		return []privilege{priv(clusterRes(), "listDatabases", "serverStatus", "appendOplogNote", "getParameter"),
 			priv(dbRes(""), "collStats", "dbStats", "find", "killCursors", "listCollections", "listIndexes", "dbHash"),
-			priv(nsRes("", "system.js"), "find"), priv(nsRes("admin", "system.users"), "find"), priv(nsRes("admin", "system.version"), "find"),
-			priv(nsRes("", "system.profile"), "find")}
+			priv(nsRes("", "system.js"), "find"), priv(nsRes("", "system.users"), "find"), priv(nsRes("admin", "system.version"), "find"),
+			priv(nsRes("", "system.profile"), "find"), priv(nsRes("admin", "system.roles"), "find"),
+			priv(resource{Any: true}, "collStats", "listCollections", "listIndexes"), priv(nsRes("config", "settings"), "insert", "update")}
 	case "restore":
 		acts := []string{"bypassDocumentValidation", "changeCustomData", "changePassword", "collMod", "convertToCapped", "createCollection", "createIndex", "createRole", "createUser", "dropCollection", "dropRole", "dropUser", "grantRole", "insert", "revokeRole", "viewRole", "viewUser", "listCollections", "listIndexes"}
 		return []privilege{priv(dbRes(""), acts...), priv(clusterRes(), "listDatabases", "getParameter"),
 			priv(nsRes("", "system.js"), "find", "insert", "remove", "update"),
-			priv(nsRes("admin", "system.users"), "find", "insert", "remove", "update", "createIndex"),
-			priv(nsRes("admin", "system.version"), "find", "insert", "remove", "update")}
+			priv(nsRes("", "system.users"), "find", "insert", "remove", "update", "createIndex"),
+			priv(nsRes("admin", "system.version"), "find", "insert", "remove", "update"), priv(nsRes("admin", "system.roles"), "createIndex"),
+			priv(resource{Any: true}, "listCollections")}
 	case "root":
 		return []privilege{priv(resource{Any: true}, "*")}
 	}

@@ -10,6 +10,13 @@
 # Node.js driver (scripts/node/compat.js). Node modules go to the git-ignored
 # .cache/ and are reused while their package.json is unchanged.
 #
+# Then, unless MAYFLY_COMPAT_SKIP_AUTH=1, the auth pass: a second mayfly
+# built from this tree with --auth (root from MAYFLY_INITDB_ROOT_USERNAME/
+# _PASSWORD), the Node.js auth checks (scripts/node/auth.js: both SCRAM
+# mechanisms, wrong password, creates a readWriteAnyDatabase user) and the Go
+# suite again as that user (MAYFLY_COMPAT_AUTH_PASS=1: tests needing more than
+# readWriteAnyDatabase skip with the privilege they need).
+#
 # Counts every Go test (top level) and every script as one; the last line is
 # exactly "N passed, N failed"; the exit status is non-zero on any failure.
 set -uo pipefail
@@ -67,11 +74,13 @@ fi
 URI=${1:-${MAYFLY_URI:-}}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/mayfly-compat.XXXXXX")
 SERVER_PID=
+AUTH_PID=
 cleanup() {
-  if [ -n "$SERVER_PID" ]; then
-    kill "$SERVER_PID" 2>/dev/null
-    wait "$SERVER_PID" 2>/dev/null
-  fi
+  local pid
+  for pid in $SERVER_PID $AUTH_PID; do
+    kill "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+  done
   rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -112,7 +121,9 @@ if [ -z "$URI" ]; then
 fi
 
 # Wait for the server to answer ping.
-log "waiting for $URI"
+# The password stays out of the output.
+SHOWN_URI=${URI/:\/\/*@/://***@}
+log "waiting for $SHOWN_URI"
 up=0
 for i in $(seq 1 60); do
   if [ -n "$SERVER_PID" ] && ! kill -0 "$SERVER_PID" 2>/dev/null; then
@@ -122,34 +133,43 @@ for i in $(seq 1 60); do
     node "$ROOT/scripts/node/ping.js" "$URI" >/dev/null 2>&1 && { up=1; break; }
   else
     host=${URI#mongodb://}
-    host=${host%%/*}
+    host=${host%%[/?]*}
+    host=${host##*@} # credentials in the URI
     (exec 3<>"/dev/tcp/${host%:*}/${host##*:}") 2>/dev/null && { up=1; break; }
   fi
   sleep 0.5
 done
 if [ $up -ne 1 ]; then
-  fail "server at $URI answers ping"
+  fail "server at $SHOWN_URI answers ping"
   [ -f "$TMP/mayfly.log" ] && tail -50 "$TMP/mayfly.log"
   summary
 fi
-pass "server at $URI answers ping"
+pass "server at $SHOWN_URI answers ping"
 
-# 1. The Go driver suite, every test against the external server.
-log "Go driver suite (go test ./compat/) against $URI"
-MAYFLY_URI="$URI" go test ./compat/ -count=1 -v -parallel 8 -timeout 900s >"$TMP/go.log" 2>&1
-go_rc=$?
-go_pass=$(grep -c '^--- PASS' "$TMP/go.log")
-go_fail=$(grep -c '^--- FAIL' "$TMP/go.log")
-go_skip=$(grep -c '^--- SKIP' "$TMP/go.log")
-grep -vE '^(=== (RUN|PAUSE|CONT|NAME)|\s*--- PASS|PASS$|ok )' "$TMP/go.log" | head -300
-passed=$((passed + go_pass))
-failed=$((failed + go_fail))
-while read -r name; do failures+=("go: $name"); done < <(grep '^--- FAIL' "$TMP/go.log" | awk '{print $3}')
-if [ $go_rc -ne 0 ] && [ "$go_fail" -eq 0 ]; then
-  tail -40 "$TMP/go.log"
-  fail "go test ./compat/ (exit $go_rc without a failing test: build error, panic or timeout)"
-fi
-log "Go driver suite: $go_pass passed, $go_fail failed, $go_skip skipped"
+# go_suite LABEL URI [ENV=VALUE...]: the Go driver suite, every test against
+# the server at URI; each top-level test counts once.
+go_suite() {
+  local label=$1 uri=$2 log="$TMP/go-$1.log"
+  shift 2
+  log "Go driver suite (go test ./compat/, $label) against ${uri/:\/\/*@/://***@}"
+  env "$@" MAYFLY_URI="$uri" go test ./compat/ -count=1 -v -parallel 8 -timeout 900s >"$log" 2>&1
+  local rc=$? np nf ns
+  np=$(grep -c '^--- PASS' "$log")
+  nf=$(grep -c '^--- FAIL' "$log")
+  ns=$(grep -c '^--- SKIP' "$log")
+  grep -vE '^(=== (RUN|PAUSE|CONT|NAME)|\s*--- PASS|PASS$|ok )' "$log" | head -300
+  passed=$((passed + np))
+  failed=$((failed + nf))
+  while read -r name; do failures+=("go ($label): $name"); done < <(grep '^--- FAIL' "$log" | awk '{print $3}')
+  if [ $rc -ne 0 ] && [ "$nf" -eq 0 ]; then
+    tail -40 "$log"
+    fail "go test ./compat/ ($label; exit $rc without a failing test: build error, panic or timeout)"
+  fi
+  log "Go driver suite ($label): $np passed, $nf failed, $ns skipped"
+}
+
+# 1. The Go driver suite.
+go_suite plain "$URI"
 
 if [ $have_clients -eq 1 ]; then
   MHOME="$TMP/home"
@@ -180,6 +200,49 @@ if [ $have_clients -eq 1 ]; then
   else
     fail "node compat.js"
   fi
+fi
+
+# 5. The auth pass: a second mayfly with --auth.
+auth_pass() {
+  local root_user=compat_root root_pwd user=compat_rw pwd bin="$CACHE/bin/mayfly-auth" aport adata="$TMP/auth-data"
+  root_pwd="root-$RANDOM$RANDOM"
+  pwd="rw-$RANDOM$RANDOM"
+  log "auth pass: building mayfly"
+  if ! go build -o "$bin" ./cmd/mayfly; then
+    fail "auth pass: build ./cmd/mayfly"
+    return
+  fi
+  aport=$(pick_port) || { fail "auth pass: find a free port"; return; }
+  MAYFLY_INITDB_ROOT_USERNAME=$root_user MAYFLY_INITDB_ROOT_PASSWORD=$root_pwd \
+    "$bin" --auth --bind 127.0.0.1 --port "$aport" --dbpath "$adata" --log-level warn >"$TMP/mayfly-auth.log" 2>&1 &
+  AUTH_PID=$!
+  local base="mongodb://127.0.0.1:$aport" up=0 i
+  log "auth pass: started mayfly --auth (pid $AUTH_PID) at $base"
+  for i in $(seq 1 60); do
+    kill -0 "$AUTH_PID" 2>/dev/null || break
+    node "$ROOT/scripts/node/ping.js" "$base" >/dev/null 2>&1 && { up=1; break; }
+    sleep 0.5
+  done
+  if [ $up -ne 1 ]; then
+    fail "auth pass: mayfly --auth at $base answers ping"
+    tail -50 "$TMP/mayfly-auth.log"
+    return
+  fi
+  log "auth pass: Node.js driver authentication (scripts/node/auth.js)"
+  if timeout 120 node "$ROOT/scripts/node/auth.js" "$base" "$root_user" "$root_pwd" "$user" "$pwd"; then
+    pass "node auth.js (--auth)"
+  else
+    fail "node auth.js (--auth)"
+    return
+  fi
+  go_suite auth "mongodb://$user:$pwd@127.0.0.1:$aport/?authSource=admin" MAYFLY_COMPAT_AUTH_PASS=1
+}
+if [ "${MAYFLY_COMPAT_SKIP_AUTH:-}" = 1 ]; then
+  log "auth pass skipped (MAYFLY_COMPAT_SKIP_AUTH=1)"
+elif [ $have_clients -eq 1 ]; then
+  auth_pass
+else
+  fail "auth pass (needs the Node.js driver to create its user)"
 fi
 
 summary

@@ -1,0 +1,110 @@
+// Authentication through the official Node.js driver against a mayfly (or
+// mongod) started with --auth whose root user is known:
+//   NODE_PATH=.cache/node/node_modules node scripts/node/auth.js \
+//     mongodb://127.0.0.1:27017 ROOT_USER ROOT_PWD USER PWD
+// Creates USER in admin with readWriteAnyDatabase (both SCRAM mechanisms,
+// as createUser does by default; an existing USER is updated), then checks
+// SCRAM-SHA-256 and SCRAM-SHA-1 with the right password, 18
+// AuthenticationFailed with a wrong one, and 13 Unauthorized without
+// credentials. Exits non-zero on any mismatch.
+'use strict';
+
+const assert = require('node:assert/strict');
+const { MongoClient, MongoServerError } = require('mongodb');
+
+const [base, rootUser, rootPwd, user, pwd] = process.argv.slice(2);
+if (!base || !rootUser || !rootPwd || !user || !pwd) {
+  console.error('usage: node auth.js mongodb://host:port ROOT_USER ROOT_PWD USER PWD');
+  process.exit(2);
+}
+
+let passed = 0;
+let failed = 0;
+async function step(name, fn) {
+  try {
+    await fn();
+    passed++;
+    console.log(`ok - ${name}`);
+  } catch (e) {
+    failed++;
+    console.log(`not ok - ${name}: ${e && e.stack ? e.stack.split('\n').slice(0, 4).join('\n  ') : e}`);
+  }
+}
+
+const opts = { serverSelectionTimeoutMS: 10000, connectTimeoutMS: 10000 };
+async function withClient(options, fn) {
+  const client = new MongoClient(base, { ...opts, ...options });
+  try {
+    return await fn(client);
+  } finally {
+    await client.close().catch(() => {});
+  }
+}
+const creds = (u, p, mech) => ({ auth: { username: u, password: p }, authSource: 'admin', authMechanism: mech });
+
+async function main() {
+  await step('root creates a readWriteAnyDatabase user', async () => {
+    await withClient(creds(rootUser, rootPwd, 'SCRAM-SHA-256'), async (c) => {
+      const admin = c.db('admin');
+      try {
+        await admin.command({ createUser: user, pwd, roles: ['readWriteAnyDatabase'] });
+      } catch (e) {
+        if (!(e instanceof MongoServerError) || e.code !== 51003) throw e; // UserAlreadyExists
+        await admin.command({ updateUser: user, pwd, roles: ['readWriteAnyDatabase'] });
+      }
+      const info = await admin.command({ usersInfo: user });
+      assert.equal(info.users.length, 1);
+      assert.deepEqual([...info.users[0].mechanisms].sort(), ['SCRAM-SHA-1', 'SCRAM-SHA-256']);
+    });
+  });
+
+  for (const mech of ['SCRAM-SHA-256', 'SCRAM-SHA-1']) {
+    await step(`${mech}: right password reads and writes`, async () => {
+      await withClient(creds(user, pwd, mech), async (c) => {
+        const st = await c.db('admin').command({ connectionStatus: 1 });
+        assert.deepEqual(st.authInfo.authenticatedUsers, [{ user, db: 'admin' }]);
+        const coll = c.db('node_auth').collection('c');
+        await coll.deleteMany({});
+        await coll.insertOne({ _id: mech, n: 1 });
+        assert.deepEqual(await coll.findOne({ _id: mech }), { _id: mech, n: 1 });
+        await coll.drop();
+      });
+    });
+    await step(`${mech}: wrong password fails with AuthenticationFailed`, async () => {
+      await withClient(creds(user, pwd + 'x', mech), async (c) => {
+        await assert.rejects(c.db('admin').command({ ping: 1 }), (e) => {
+          assert.equal(e.code, 18, String(e));
+          assert.equal(e.codeName, 'AuthenticationFailed', String(e));
+          return true;
+        });
+      });
+    });
+  }
+
+  await step('readWriteAnyDatabase may not create users (13 Unauthorized)', async () => {
+    await withClient(creds(user, pwd, 'SCRAM-SHA-256'), async (c) => {
+      await assert.rejects(c.db('admin').command({ createUser: 'nope', pwd: 'x', roles: [] }), (e) => {
+        assert.equal(e.code, 13, String(e));
+        return true;
+      });
+    });
+  });
+
+  await step('no credentials: find fails with 13 Unauthorized', async () => {
+    await withClient({}, async (c) => {
+      await assert.rejects(c.db('node_auth').collection('c').findOne({}), (e) => {
+        assert.equal(e.code, 13, String(e));
+        assert.equal(e.codeName, 'Unauthorized', String(e));
+        return true;
+      });
+    });
+  });
+
+  console.log(`${passed} checks passed, ${failed} failed`);
+  process.exit(failed === 0 ? 0 : 1);
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
