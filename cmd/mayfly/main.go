@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/mlog"
 	"github.com/mayflydb/mayfly/server"
 	"github.com/mayflydb/mayfly/storage/pebblekv"
 	"github.com/mayflydb/mayfly/wire"
@@ -240,7 +241,7 @@ func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 	var enc zapcore.Encoder
 	switch format {
 	case "json":
-		enc = zapcore.NewJSONEncoder(ec)
+		enc = mlog.NewEncoder() // mongod's structured shape: t, s, c, id, ctx, msg, attr
 	case "console":
 		ec.EncodeLevel = zapcore.CapitalLevelEncoder
 		enc = zapcore.NewConsoleEncoder(ec)
