@@ -20,8 +20,9 @@ import (
 const maxLoggedCommand = 10 * 1024
 
 // logSlowOp writes mongod's "Slow query" line (id 51803, src/mongo/db/curop.cpp
-// logOperation/OpDebug::report) for a command at least slowms long, sampled
-// at sampleRate: the server-wide values the profile command sets.
+// completeAndLogOperation/OpDebug::report) for a command at least slowms
+// long, sampled at sampleRate: the server-wide values the profile command
+// sets.
 func (e *Engine) logSlowOp(r *Request, start time.Time, body bson.D, err error, reslen int) {
 	p := e.prof
 	if p == nil || r == nil {
@@ -31,7 +32,12 @@ func (e *Engine) logSlowOp(r *Request, start time.Time, body bson.D, err error, 
 	slow, rate := p.slowMS, p.sampleRate
 	p.mu.Unlock()
 	millis := time.Since(start).Milliseconds()
-	if millis < int64(slow) || rand.Float64() >= rate {
+	// mongod (curop.cpp shouldLogSlowOpWithSampling): sampled and
+	// opDuration >= slowMS; at command verbosity 1 (--log-level debug)
+	// every operation, those under slowms at debug severity.
+	isSlow := millis >= int64(slow) && rand.Float64() < rate
+	verbose := e.log.Core().Enabled(zap.DebugLevel)
+	if !isSlow && !verbose {
 		return
 	}
 	coll := r.Target()
@@ -82,6 +88,10 @@ func (e *Engine) logSlowOp(r *Request, start time.Time, body bson.D, err error, 
 	fields = append(fields, zap.Int("reslen", reslen), zap.String("protocol", "op_msg"), zap.Int64("durationMillis", millis))
 	if r.Conn != nil {
 		fields = append(fields, mlog.ConnCtx(r.Conn.ID))
+	}
+	if !isSlow {
+		e.log.Debug("Slow query", fields...)
+		return
 	}
 	e.log.Info("Slow query", fields...)
 }
