@@ -48,13 +48,15 @@ func openLogPath(path string, appendMode bool, rotate string, dflt, stderr io.Wr
 	return f, &rotatableLog{f}, exitOK
 }
 
-// rotateFunc is the logRotate command's hook: nil without a log file.
+// rotateFunc is the logRotate command's and SIGUSR1's hook. Like mongod's
+// rotateLogs it logs "Log rotation initiated" (23166) even when logging to
+// stderr, where there is nothing to rotate and it succeeds.
 func (lf *rotatableLog) rotateFunc(log *zap.Logger) func() error {
-	if lf == nil {
-		return nil
-	}
 	return func() error {
 		log.Info("Log rotation initiated")
+		if lf == nil {
+			return nil
+		}
 		return lf.Rotate()
 	}
 }
@@ -73,9 +75,6 @@ func rotateOnSIGUSR1(lf *rotatableLog, log *zap.Logger) (stop func()) {
 			case <-done:
 				return
 			case <-ch:
-				if rotate == nil {
-					continue
-				}
 				if err := rotate(); err != nil {
 					log.Warn("log rotation failed", zap.Error(err))
 				}
