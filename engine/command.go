@@ -35,6 +35,9 @@ type Request struct {
 	// authDBFilter, set by authorization, keeps listDatabases to the
 	// databases the user has privileges on.
 	authDBFilter func(db string) bool
+	// queries are the queries the command compiled, for the slow-query
+	// log's planSummary and examined counts (slowlog.go).
+	queries []*compiledQuery
 }
 
 // Arg returns the value of a command field.
@@ -140,7 +143,9 @@ func (e *Engine) Handle(ctx context.Context, wr *wire.Request) (reply bson.Raw) 
 	op, ctx := e.running.begin(ctx, wr.Conn, cmd, e.clock.Now()) // for currentOp and killOp (ops.go)
 	defer e.running.end(op)
 	r := &Request{Ctx: ctx, Conn: wr.Conn, Name: name, Cmd: cmd, Raw: wr.Command, MoreToCome: wr.MoreToCome}
-	body, err := e.dispatch(r)
+	var body bson.D
+	defer func() { e.logSlowOp(r, start, body, err, len(reply)) }() // slowlog.go
+	body, err = e.dispatch(r)
 	e.profileOp(r, start, body, err)
 	took := time.Since(start)
 	if m := e.cmdMetrics; m != nil {
@@ -162,9 +167,6 @@ func (e *Engine) Handle(ctx context.Context, wr *wire.Request) (reply bson.Raw) 
 		return mustMarshal(me.Reply())
 	}
 	e.noteCursor(op, body, e.clock.Now()) // for $currentOp's idleCursors
-	if e.slowMS > 0 && time.Since(start) > e.slowMS {
-		e.log.Info("slow command", zap.String("command", name), zap.String("db", r.DB), zap.Duration("took", time.Since(start)))
-	}
 	return mustMarshal(append(body, bson.E{Key: "ok", Value: 1.0}))
 }
 

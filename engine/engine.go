@@ -23,7 +23,8 @@ type Config struct {
 	Logger *zap.Logger
 	// Clock decides expiry; nil means the system clock.
 	Clock ttl.Clock
-	// SlowOpThreshold logs commands slower than this (0: never).
+	// SlowOpThreshold is no longer read: the "Slow query" log line follows
+	// the profile command's server-wide slowms and sampleRate (slowlog.go).
 	SlowOpThreshold time.Duration
 	// ServerInfo supplies process-level figures for serverStatus and friends.
 	ServerInfo ServerInfo

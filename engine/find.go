@@ -41,6 +41,9 @@ type compiledQuery struct {
 
 func (c *Collection) compileQuery(r *Request, q *querySpec) (*compiledQuery, error) {
 	cq := &compiledQuery{c: c, spec: q, r: r}
+	if r != nil && len(r.queries) < 16 { // a $lookup compiles one per document: the first few tell the plan
+		r.queries = append(r.queries, cq)
+	}
 	var err error
 	if idOnlyEquality(q.filter) && q.hint == nil {
 		// {_id: v}: the _id key lookup decides the match exactly (equal keys

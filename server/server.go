@@ -86,6 +86,9 @@ type Config struct {
 	// MetricsListen is the address of the Prometheus /metrics, /healthz
 	// and /readyz listener ("" = none; see metrics.go).
 	MetricsListen string
+	// LogRotate rotates the log file for the logRotate command (nil when
+	// logging to stderr: the command then has nothing to rotate).
+	LogRotate func() error
 	// Setup, when set, runs once the engine is open and before the first
 	// connection is accepted (startup settings: the configuration file's
 	// setParameter and operationProfiling). Its error aborts Start.
@@ -247,6 +250,7 @@ func Start(cfg Config) (*Server, error) {
 		},
 		Reaper:         engine.ReaperConfig{Rate: cfg.ReaperRate, Interval: cfg.ReaperInterval},
 		CommandMetrics: cfg.MetricsListen != "",
+		LogRotate:      cfg.LogRotate,
 		Auth:           cfg.Auth,
 		AuthMechanisms: cfg.AuthMechanisms,
 	})

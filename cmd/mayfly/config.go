@@ -4,12 +4,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/mayflydb/mayfly/internal/mlog"
 	"io"
 	"math"
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -33,7 +33,7 @@ type configFile struct {
 
 	logDest, logPath string
 	logAppend        bool
-	logFile          *os.File
+	logFile          *mlog.File // rotatable (logfile.go)
 
 	// operationProfiling: profileSet says a key was given.
 	profileSet   bool
@@ -408,17 +408,9 @@ func (c *configFile) openLog() error {
 	if c.logDest != "file" {
 		return nil
 	}
-	if !c.logAppend {
-		if st, err := os.Stat(c.logPath); err == nil && st.Size() > 0 {
-			aside := c.logPath + "." + time.Now().UTC().Format("2006-01-02T15-04-05")
-			if err := os.Rename(c.logPath, aside); err != nil {
-				return fmt.Errorf("cannot rename the existing log file %s: %w", c.logPath, err)
-			}
-		}
-	}
-	f, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	f, err := mlog.OpenFile(c.logPath, c.logAppend, false) // renames an existing log aside without logAppend
 	if err != nil {
-		return fmt.Errorf("cannot open the log file: %w", err)
+		return err
 	}
 	c.logFile = f
 	return nil

@@ -267,7 +267,7 @@ func TestIssue19ConfigEndToEnd(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		data, _ := os.ReadFile(logPath)
-		if bytes.Contains(data, []byte(`"waiting for connections"`)) {
+		if bytes.Contains(data, []byte(`"Waiting for connections"`)) {
 			if !bytes.HasPrefix(data, []byte("an older line\n")) {
 				t.Errorf("logAppend: true must keep the old lines: %q", data)
 			}

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/mlog"
 	"github.com/mayflydb/mayfly/server"
 	"github.com/mayflydb/mayfly/storage/pebblekv"
 	"github.com/mayflydb/mayfly/wire"
@@ -65,6 +66,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(bind, "bind_ip", "127.0.0.1", "same as --bind (mongod's spelling)")
 	tlsOpts := tlsFlags(fs)
 	minFree := fs.String("min-free-disk", "256MiB", "refuse writes (error 14031 OutOfDiskSpace) while the data directory's filesystem has less free space than this: bytes, a size (256MiB, 1GB) or a percentage (5%); 0 refuses only when the disk is full")
+	logPath, logAppend, logRotate := logFileFlags(fs) // logfile.go
 	ballast := fs.String("ballast-size", "1GiB", "size of the emergency ballast file <dbpath>/auxiliary/EMERGENCY_BALLAST to delete when the disk is full: bytes, a size or a percentage; capped at 1% of the filesystem unless set; 0 keeps none")
 	cf := configFlags(fs)
 	// --help goes to stdout (it was asked for); usage after a flag error
@@ -151,11 +153,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 			mechs = append(mechs, m)
 		}
 	}
-	log, err := newLogger(*logLevel, *logFormat, cf.logWriter(stderr))
+	logOut, logFile, code := openLogPath(*logPath, *logAppend, *logRotate, cf.logWriter(stderr), stderr) // logfile.go
+	if code != exitOK {
+		return code
+	}
+	if logFile == nil && cf.logFile != nil {
+		logFile = &rotatableLog{cf.logFile}
+	} else if logFile != nil {
+		defer logFile.Close()
+	}
+	log, err := newLogger(*logLevel, *logFormat, logOut)
 	if err != nil {
 		fmt.Fprintf(stderr, "mayfly: %v\n", err)
 		return exitBadOptions
 	}
+	stopRotate := rotateOnSIGUSR1(logFile, log)
+	defer stopRotate()
 	defer log.Sync() //nolint:errcheck // stderr sync errors are meaningless
 
 	parsed := map[string]any{"net.bindIp": *bind, "net.port": int32(*port), "storage.dbPath": *dbpath}
@@ -190,6 +203,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		JournalCommitInterval: time.Duration(*commitMS) * time.Millisecond,
 		TLS:                   *tlsOpts,
 		MetricsListen:         *metrics,
+		LogRotate:             logFile.rotateFunc(log),
 		Setup:                 cf.setup,
 		Auth:                  *auth,
 		AuthMechanisms:        mechs,
@@ -240,7 +254,7 @@ func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 	var enc zapcore.Encoder
 	switch format {
 	case "json":
-		enc = zapcore.NewJSONEncoder(ec)
+		enc = mlog.NewEncoder() // mongod's structured shape: t, s, c, id, ctx, msg, attr
 	case "console":
 		ec.EncodeLevel = zapcore.CapitalLevelEncoder
 		enc = zapcore.NewConsoleEncoder(ec)

@@ -47,7 +47,7 @@ type proc struct {
 	addr   string
 }
 
-// launch starts mayfly and waits for its "waiting for connections" line.
+// launch starts mayfly and waits for its "Waiting for connections" line (id 23016).
 func launch(t *testing.T, args ...string) *proc {
 	t.Helper()
 	p := &proc{cmd: exec.Command(binary, append([]string{"--log-format", "json", "--port", "0"}, args...)...)}
@@ -66,8 +66,8 @@ func launch(t *testing.T, args ...string) *proc {
 		for p.stderr.Scan() {
 			line := p.stderr.Text()
 			var entry map[string]any
-			if json.Unmarshal([]byte(line), &entry) == nil && entry["msg"] == "waiting for connections" {
-				found <- entry["address"].(string)
+			if json.Unmarshal([]byte(line), &entry) == nil && entry["id"] == 23016.0 { // mongod's "Waiting for connections"
+				found <- entry["attr"].(map[string]any)["address"].(string)
 			}
 		}
 		close(found)

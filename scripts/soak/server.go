@@ -47,15 +47,16 @@ func start(binary, dbpath string, commitMS int) (*server, error) {
 		for sc.Scan() {
 			line := sc.Text()
 			var entry map[string]any
-			if json.Unmarshal([]byte(line), &entry) == nil && entry["msg"] == "waiting for connections" {
-				if a, ok := entry["address"].(string); ok {
+			if json.Unmarshal([]byte(line), &entry) == nil && entry["id"] == 23016.0 { // mongod's "Waiting for connections"
+				attr, _ := entry["attr"].(map[string]any)
+				if a, ok := attr["address"].(string); ok {
 					select {
 					case found <- a:
 					default:
 					}
 				}
 			}
-			if entry == nil || entry["level"] != "info" && entry["level"] != "debug" {
+			if entry == nil || entry["s"] != "I" && entry["s"] != "D1" {
 				s.mu.Lock()
 				s.tail = append(s.tail, line)
 				if len(s.tail) > 40 {
