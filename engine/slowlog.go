@@ -2,7 +2,6 @@ package engine
 
 import (
 	"encoding/json"
-	"fmt"
 	"math/rand"
 	"strings"
 	"time"
@@ -115,7 +114,7 @@ func (p *plan) summary() string {
 	switch p.kind {
 	case planIxScan:
 		if p.ix != nil {
-			return "IXSCAN " + keyPatternString(p.ix.Key)
+			return "IXSCAN " + objString(p.ix.Key)
 		}
 	case planOr:
 		var parts []string
@@ -125,31 +124,4 @@ func (p *plan) summary() string {
 		return strings.Join(parts, ", ")
 	}
 	return p.stageName()
-}
-
-// keyPatternString renders a key pattern as mongod's BSONObj::toString:
-// { a: 1, b: -1 }, { loc: "2dsphere" }.
-func keyPatternString(key bson.D) string {
-	if len(key) == 0 {
-		return "{}"
-	}
-	var sb strings.Builder
-	sb.WriteString("{ ")
-	for i, f := range key {
-		if i > 0 {
-			sb.WriteString(", ")
-		}
-		sb.WriteString(f.Key)
-		sb.WriteString(": ")
-		switch v := f.Value.(type) {
-		case string:
-			fmt.Fprintf(&sb, "%q", v)
-		case float64:
-			fmt.Fprintf(&sb, "%v.0", v)
-		default:
-			fmt.Fprintf(&sb, "%v", v)
-		}
-	}
-	sb.WriteString(" }")
-	return sb.String()
 }
