@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -82,8 +83,8 @@ func TestIssue19LogsRotation(t *testing.T) {
 	}
 	cmd := exec.Command(binary, "--port", "0", "--dbpath", filepath.Join(dir, "db"), "--ballast-size", "0",
 		"--log-format", "json", "--logpath", logPath)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -171,4 +172,29 @@ func TestIssue19LogsRotateOptions(t *testing.T) {
 	if code != exitBadOptions || !strings.Contains(stderr, "Unsupported value for logRotate option: sideways") {
 		t.Errorf("bad --logRotate: exit %d, %q", code, stderr)
 	}
+}
+
+// lockedBuffer is a bytes.Buffer a child process's output goroutine writes
+// while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Len()
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
