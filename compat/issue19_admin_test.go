@@ -161,6 +161,7 @@ func containsStr(list []string, want string) bool {
 // A clean collection validates: mongod 7.0's reply shape, the record
 // count, and the keys of each index (a multikey index has one per element).
 func TestIssue19AdminValidateClean(t *testing.T) {
+	needsAdmin(t, "validate (dbAdmin)")
 	e := newEnv(t)
 	var docs []any
 	for i := 0; i < 10; i++ {
@@ -352,6 +353,7 @@ func TestIssue19AdminValidateExpired(t *testing.T) {
 // mongotop reads it: {totals: {note, "<db>.<coll>": {total, readLock,
 // writeLock, queries, getmore, insert, update, remove, commands}}}.
 func TestIssue19AdminTop(t *testing.T) {
+	needsAdmin(t, "top (clusterMonitor)")
 	e := newEnv(t)
 	e.insert("c", bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 2}}, bson.D{{Key: "_id", Value: 3}})
 	e.insert("c", bson.D{{Key: "_id", Value: 4}})
@@ -458,6 +460,7 @@ func TestIssue19AdminCompact(t *testing.T) {
 // command succeeds as mongod's does when it logs to the console; admin
 // only; no audit log.
 func TestIssue19AdminLogRotate(t *testing.T) {
+	needsAdmin(t, "logRotate (hostManager)")
 	e := newEnv(t)
 	e.admin(bson.D{{Key: "logRotate", Value: 1}})
 	e.admin(bson.D{{Key: "logRotate", Value: "server"}})

@@ -43,6 +43,7 @@ var issue19DocPaths = []string{
 }
 
 func TestIssue19StatusDocumentAndQueryExecutor(t *testing.T) {
+	needsAdmin(t, "serverStatus (clusterMonitor)")
 	e := newClockEnv(t)
 	st := e.admin(bson.D{{Key: "serverStatus", Value: 1}})
 	for _, p := range issue19DocPaths {
@@ -141,6 +142,7 @@ func TestIssue19StatusDocumentAndQueryExecutor(t *testing.T) {
 }
 
 func TestIssue19StatusAssertsUser(t *testing.T) {
+	needsAdmin(t, "serverStatus (clusterMonitor)")
 	e := newClockEnv(t)
 	b := statusFigures(t, e, []string{"asserts.user", "asserts.regular"})
 	for _, cmd := range []bson.D{
@@ -157,6 +159,7 @@ func TestIssue19StatusAssertsUser(t *testing.T) {
 }
 
 func TestIssue19StatusSectionsShape(t *testing.T) {
+	needsAdmin(t, "serverStatus (clusterMonitor)")
 	e := newEnv(t)
 	st := e.admin(bson.D{{Key: "serverStatus", Value: 1}})
 	for path, typ := range map[string]bson.Type{
@@ -215,6 +218,7 @@ func TestIssue19StatusSectionsShape(t *testing.T) {
 }
 
 func TestIssue19StatusCompressionCounters(t *testing.T) {
+	needsAdmin(t, "serverStatus (clusterMonitor)")
 	e := newClockEnv(t)
 	uri := externalURI
 	if e.inProcess() {
