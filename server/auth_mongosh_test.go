@@ -15,16 +15,7 @@ import (
 // db.getUsers, db.changeUserPassword, and a refused command. Like
 // TestMongoshSmoke it needs mongosh in .cache.
 func TestIssue15AuthMongosh(t *testing.T) {
-	bin := mongoshPath(t)
-	if _, err := os.Stat(bin); err != nil {
-		if os.Getenv("MAYFLY_REQUIRE_MONGOSH") == "1" {
-			t.Fatalf("mongosh is required (MAYFLY_REQUIRE_MONGOSH=1) but missing at %s", bin)
-		}
-		t.Skipf("mongosh not installed at %s", bin)
-	}
-	if testing.Short() {
-		t.Skip("runs mongosh (several seconds)")
-	}
+	bin := needMongosh(t)
 	dir := t.TempDir()
 	s, err := Start(Config{InMemory: true, Logger: zaptest.NewLogger(t), Auth: true})
 	if err != nil {

@@ -21,11 +21,11 @@ func mongoshPath(t *testing.T) string {
 	return filepath.Join(root, ".cache", "mongosh", "node_modules", ".bin", "mongosh")
 }
 
-// TestMongoshSmoke runs scripts/mongosh-smoke.sh against an in-process
-// server: db.version() over --eval, and the REPL reaching its prompt with
-// no warnings. It needs mongosh in the cache; without it the test skips,
-// unless MAYFLY_REQUIRE_MONGOSH=1 makes its absence a failure (CI).
-func TestMongoshSmoke(t *testing.T) {
+// needMongosh returns the cached mongosh binary. Without it the test
+// skips, unless MAYFLY_REQUIRE_MONGOSH=1 makes its absence a failure (CI);
+// -short skips it too (mongosh takes seconds to start).
+func needMongosh(t *testing.T) string {
+	t.Helper()
 	bin := mongoshPath(t)
 	if _, err := os.Stat(bin); err != nil {
 		if os.Getenv("MAYFLY_REQUIRE_MONGOSH") == "1" {
@@ -36,6 +36,15 @@ func TestMongoshSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs mongosh (several seconds)")
 	}
+	return bin
+}
+
+// TestMongoshSmoke runs scripts/mongosh-smoke.sh against an in-process
+// server: db.version() over --eval, and the REPL reaching its prompt with
+// no warnings. It needs mongosh in the cache; without it the test skips,
+// unless MAYFLY_REQUIRE_MONGOSH=1 makes its absence a failure (CI).
+func TestMongoshSmoke(t *testing.T) {
+	needMongosh(t) // the script finds it in .cache itself
 	s, err := Start(Config{InMemory: true, Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)

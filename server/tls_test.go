@@ -17,16 +17,7 @@ import (
 // TestMongoshSmoke it needs mongosh in .cache (MAYFLY_REQUIRE_MONGOSH=1
 // makes its absence a failure).
 func TestIssue15TLSMongosh(t *testing.T) {
-	bin := mongoshPath(t)
-	if _, err := os.Stat(bin); err != nil {
-		if os.Getenv("MAYFLY_REQUIRE_MONGOSH") == "1" {
-			t.Fatalf("mongosh is required (MAYFLY_REQUIRE_MONGOSH=1) but missing at %s: run scripts/mongosh-smoke.sh once to install it", bin)
-		}
-		t.Skipf("mongosh not installed at %s", bin)
-	}
-	if testing.Short() {
-		t.Skip("runs mongosh (several seconds)")
-	}
+	bin := needMongosh(t)
 	dir := t.TempDir()
 	ca := testpki.NewCA(t, dir, "ca")
 	s, err := Start(Config{InMemory: true, Logger: zaptest.NewLogger(t), TLS: TLSOptions{Mode: "requireTLS", CertificateKeyFile: ca.IssueNow(t, dir, "server", true)}})

@@ -1,7 +1,6 @@
 package main
 
 import (
-	le "encoding/binary"
 	"net"
 	"path/filepath"
 	"slices"
@@ -21,12 +20,7 @@ func issue19Command(t *testing.T, c net.Conn, cmd bson.D) bson.Raw {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := le.LittleEndian.AppendUint32(nil, uint32(21+len(doc)))
-	b = le.LittleEndian.AppendUint32(b, 9)
-	b = le.LittleEndian.AppendUint32(b, 0)
-	b = le.LittleEndian.AppendUint32(b, uint32(wire.OpMsg))
-	b = le.LittleEndian.AppendUint32(b, 0)
-	b = append(append(b, 0), doc...)
+	b := opMsgFrame(9, doc)
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := c.Write(b); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,16 @@ import (
 	"github.com/mayflydb/mayfly/wire"
 )
 
+// opMsgFrame is an OP_MSG frame (flags 0, one kind-0 section) carrying doc.
+func opMsgFrame(requestID uint32, doc []byte) []byte {
+	b := le.LittleEndian.AppendUint32(nil, uint32(21+len(doc)))
+	b = le.LittleEndian.AppendUint32(b, requestID)
+	b = le.LittleEndian.AppendUint32(b, 0)
+	b = le.LittleEndian.AppendUint32(b, uint32(wire.OpMsg))
+	b = le.LittleEndian.AppendUint32(b, 0)
+	return append(append(b, 0), doc...)
+}
+
 // issue21Hello sends hello on c and reports whether a reply came back.
 func issue21Hello(t *testing.T, c net.Conn) bool {
 	t.Helper()
@@ -23,12 +33,7 @@ func issue21Hello(t *testing.T, c net.Conn) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := le.LittleEndian.AppendUint32(nil, uint32(21+len(doc)))
-	b = le.LittleEndian.AppendUint32(b, 7)
-	b = le.LittleEndian.AppendUint32(b, 0)
-	b = le.LittleEndian.AppendUint32(b, uint32(wire.OpMsg))
-	b = le.LittleEndian.AppendUint32(b, 0)
-	b = append(append(b, 0), doc...)
+	b := opMsgFrame(7, doc)
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := c.Write(b); err != nil {
 		return false
