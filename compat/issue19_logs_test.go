@@ -31,6 +31,13 @@ func (l *logBuf) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 
+// String is everything logged so far.
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // lines parses every line as one JSON object; a line that is not one fails
 // the test.
 func (l *logBuf) lines(t *testing.T) []map[string]any {
@@ -110,7 +117,7 @@ func TestIssue19LogsJSONShape(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	raw := buf.b.String()
+	raw := buf.String()
 	if !strings.HasPrefix(raw, `{"t":{"$date":"`) || !strings.Contains(raw, `"s":"I","c":"NETWORK","id":23016,"ctx":"listener","msg":"Waiting for connections"`) {
 		t.Errorf("key order or startup line differs from mongod's:\n%s", raw)
 	}
