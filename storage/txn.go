@@ -1,0 +1,72 @@
+package storage
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrConflict is returned by Txn.Commit (and by LockKeys when the store
+// detects it early) when another transaction committed a write to a key this
+// transaction wrote or locked after this transaction's snapshot was taken:
+// first committer wins. The caller rolls back and retries the whole
+// transaction from a fresh snapshot; the engine maps it to mongod's
+// WriteConflict (112) where mongod surfaces one.
+var ErrConflict = errors.New("storage: write conflict")
+
+// ErrTxnDone is returned by every method of a transaction that has already
+// committed or rolled back.
+var ErrTxnDone = errors.New("storage: transaction already finished")
+
+// Txn is a snapshot-isolated read-write transaction, shaped after TiKV's
+// client-go txnkv transactions (a start timestamp, Get/Iter/Set/Delete,
+// LockKeys, Commit failing with a write conflict) so that a distributed
+// store implements it without contortions.
+//
+// Reads see the store as of the transaction's start plus the transaction's
+// own buffered writes. Writes are buffered until Commit, which applies all of
+// them atomically or none. Commit fails with ErrConflict when, after this
+// transaction started, another transaction committed a write to a key this
+// one wrote (Set, Delete) or locked (LockKeys): snapshot isolation, as
+// WiredTiger gives. Keys that were only read are not checked: lock a key you
+// read when the decision you take depends on it (the document being updated,
+// a unique-index probe), which turns write skew on those keys into a
+// conflict.
+//
+// A Txn is used by one goroutine at a time. Always end it with Commit or
+// Rollback (Rollback after Commit is a no-op), or it pins its snapshot.
+type Txn interface {
+	Reader
+	// Set buffers key = value.
+	Set(key, value []byte) error
+	// Delete buffers the deletion of key.
+	Delete(key []byte) error
+	// DeleteSized is Delete with the size of the value being deleted, a hint
+	// for the store's tombstone compaction heuristics (see Batch).
+	DeleteSized(key []byte, valueSize uint32) error
+	// LockKeys marks keys as read for update: Commit fails with ErrConflict
+	// if another transaction committed a write to one of them after this
+	// transaction started, even if this transaction does not write them.
+	LockKeys(keys ...[]byte) error
+	// Commit applies the buffered writes atomically, or fails with
+	// ErrConflict and applies nothing. With sync the call returns only after
+	// the write-ahead log is on stable storage (see Batch.Commit). A
+	// transaction without writes or locks commits trivially.
+	Commit(ctx context.Context, sync bool) error
+	// Rollback discards the buffered writes and releases the snapshot.
+	Rollback() error
+	// StartTS identifies the snapshot: transactions started later have
+	// larger or equal values. Informational (logs, operationTime).
+	StartTS() uint64
+	// Len is the number of buffered write operations.
+	Len() int
+}
+
+// TxnKV is a store that offers transactions.
+type TxnKV interface {
+	KV
+	// Begin starts a transaction at the latest committed state.
+	Begin() (Txn, error)
+}
+
+// IsConflict reports whether err is (or wraps) a write conflict.
+func IsConflict(err error) bool { return errors.Is(err, ErrConflict) }
