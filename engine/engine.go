@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/mayflydb/mayfly/internal/mlog"
 	"github.com/mayflydb/mayfly/storage"
 	"github.com/mayflydb/mayfly/ttl"
 )
@@ -21,6 +22,11 @@ type Config struct {
 	// KV is the opened store. The engine does not close it.
 	KV     storage.KV
 	Logger *zap.Logger
+	// Verbosity is the logger's verbosity (mlog.Verbosity.Core), which the
+	// logLevel and logComponentVerbosity parameters read and change; nil:
+	// the engine keeps its own (the parameters work, the logger does not
+	// follow them).
+	Verbosity *mlog.Verbosity
 	// Clock decides expiry; nil means the system clock.
 	Clock ttl.Clock
 	// SlowOpThreshold is no longer read: the "Slow query" log line follows
@@ -77,6 +83,7 @@ type CompressionFigures struct {
 type Engine struct {
 	kv     storage.KV
 	log    *zap.Logger
+	verb   *mlog.Verbosity
 	clock  ttl.Clock
 	slowMS time.Duration
 	info   ServerInfo
@@ -132,6 +139,10 @@ func Open(cfg Config) (*Engine, error) {
 		start: time.Now(), cursors: newCursorTable(), stop: make(chan struct{}), compactCh: make(chan [2][]byte, 64)}
 	if e.log == nil {
 		e.log = zap.NewNop()
+	}
+	e.verb = cfg.Verbosity
+	if e.verb == nil {
+		e.verb = mlog.NewVerbosity(0)
 	}
 	if e.clock == nil {
 		e.clock = ttl.SystemClock{}

@@ -113,6 +113,8 @@ func (e *Engine) runtimeParams() bson.D {
 		{Key: "internalQueryMaxBlockingSortMemoryUsageBytes", Value: int32(e.params.sortMemLimit())},
 		{Key: "internalQueryMaxPushBytes", Value: int32(e.params.exprLimit(&e.params.pushMem))},
 		{Key: "internalQueryMaxRangeBytes", Value: int32(e.params.exprLimit(&e.params.rangeMem))},
+		{Key: "logComponentVerbosity", Value: e.logComponentVerbosity()},
+		{Key: "logLevel", Value: int32(e.verbosity().Level())},
 	}
 }
 
@@ -168,6 +170,10 @@ func cmdSetParameter(e *Engine, r *Request) (bson.D, error) {
 
 func (e *Engine) setParam(name string, v any) error {
 	switch name {
+	case "logLevel":
+		return e.setLogLevel(v)
+	case "logComponentVerbosity":
+		return e.setLogComponentVerbosity(v)
 	case "allowDiskUseByDefault":
 		// an IDL bool parameter takes any value by its truth (coerce<bool>)
 		e.params.diskUseOff.Store(!truthy(v))

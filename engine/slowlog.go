@@ -35,7 +35,8 @@ func (e *Engine) logSlowOp(r *Request, start time.Time, body bson.D, err error, 
 	// opDuration >= slowMS; at command verbosity 1 (--log-level debug)
 	// every operation, those under slowms at debug severity.
 	isSlow := millis >= int64(slow) && rand.Float64() < rate
-	verbose := e.log.Core().Enabled(zap.DebugLevel)
+	// The COMMAND component's verbosity decides (logComponentVerbosity).
+	verbose := e.log.Core().Enabled(zap.DebugLevel) && e.log.Check(zap.DebugLevel, "Slow query") != nil
 	if !isSlow && !verbose {
 		return
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
 )
@@ -26,6 +28,14 @@ func (e *Engine) SetParameterAtStartup(name, value string) error {
 	}
 	var v any
 	switch cur.(type) {
+	case bson.D:
+		// logComponentVerbosity: a JSON object, as mongod reads it
+		// ("{verbosity: 1, query: {verbosity: 2}}" in relaxed JSON).
+		var d bson.D
+		if err := bson.UnmarshalExtJSON([]byte(value), false, &d); err != nil {
+			return fmt.Errorf("Bad value for parameter %q: %v", name, err)
+		}
+		v = d
 	case bool:
 		// mongod's IDL bool parameters read "true"/"false"/"1"/"0" from text.
 		switch value {

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mayflydb/mayfly/engine"
+	"github.com/mayflydb/mayfly/internal/mlog"
 	"github.com/mayflydb/mayfly/storage/pebblekv"
 	"github.com/mayflydb/mayfly/ttl"
 	"github.com/mayflydb/mayfly/wire"
@@ -36,6 +37,10 @@ type Config struct {
 	// InMemory keeps the store in memory: nothing survives Close.
 	InMemory bool
 	Logger   *zap.Logger
+	// Verbosity is the verbosity Logger's core follows (mlog.Verbosity.Core),
+	// changed by setParameter logLevel / logComponentVerbosity; nil: those
+	// parameters change nothing the logger sees.
+	Verbosity *mlog.Verbosity
 	// Clock decides expiry; nil means the system clock.
 	Clock ttl.Clock
 	// ReaperRate caps TTL deletions per second (0 = unlimited).
@@ -225,9 +230,10 @@ func Start(cfg Config) (*Server, error) {
 		lim.MaxConns = cfg.MaxConns
 	}
 	eng, err := engine.Open(engine.Config{
-		KV:     store,
-		Logger: log,
-		Clock:  cfg.Clock,
+		KV:        store,
+		Logger:    log,
+		Verbosity: cfg.Verbosity,
+		Clock:     cfg.Clock,
 		ServerInfo: engine.ServerInfo{
 			CmdLineArgv:   cfg.Argv,
 			CmdLineParsed: cfg.Parsed,

@@ -31,6 +31,11 @@ type configFile struct {
 	// keeps them) in file order.
 	setParams [][2]string
 
+	// systemLog.verbosity (0-5): -v… and --log-level on the command
+	// line override it.
+	verbositySet bool
+	verbosity    int
+
 	logDest, logPath string
 	logAppend        bool
 	logFile          *mlog.File // rotatable (logfile.go)
@@ -70,7 +75,8 @@ type configKey struct {
 	// absent is the message when the flag does not exist in this build
 	// (default: "not supported by this mayfly yet").
 	absent string
-	// set applies a key that is no flag.
+	// set applies a key that is no flag (flags, if any, are then only
+	// the command-line options that override it).
 	set func(c *configFile, v string) error
 }
 
@@ -89,7 +95,14 @@ var configKeys = []configKey{
 	{key: "net.tls.allowConnectionsWithoutCertificates", kind: kindBool, flags: []string{"tlsAllowConnectionsWithoutCertificates"}},
 	{key: "storage.dbPath", kind: kindString, flags: []string{"dbpath"}},
 	{key: "storage.journal.commitIntervalMs", kind: kindInt, flags: []string{"journalCommitInterval"}},
-	{key: "systemLog.verbosity", kind: kindInt, flags: []string{"log-level"}, conv: verbosityLevel},
+	{key: "systemLog.verbosity", kind: kindInt, flags: []string{"log-level", "v", "vv", "vvv", "vvvv", "vvvvv"}, set: func(c *configFile, v string) error {
+		n, _ := strconv.Atoi(v)
+		if n < 0 || n > mlog.MaxVerbosity {
+			return fmt.Errorf("systemLog.verbosity must be between 0 and 5, got %s", v)
+		}
+		c.verbositySet, c.verbosity = true, n
+		return nil
+	}},
 	{key: "systemLog.destination", kind: kindString, set: func(c *configFile, v string) error { c.logDest = v; return nil }},
 	{key: "systemLog.path", kind: kindString, set: func(c *configFile, v string) error { c.logPath = v; return nil }},
 	{key: "systemLog.logAppend", kind: kindBool, set: func(c *configFile, v string) error { c.logAppend = v == "true"; return nil }},
@@ -122,19 +135,6 @@ var configKeys = []configKey{
 	{key: "mayfly.metricsListen", kind: kindString, flags: []string{"metrics-listen"}},
 	{key: "mayfly.minFreeDisk", kind: kindString, flags: []string{"min-free-disk"}},
 	{key: "mayfly.ballastSize", kind: kindString, flags: []string{"ballast-size"}},
-}
-
-// verbosityLevel maps systemLog.verbosity (0-5) to --log-level: 0 is
-// info, anything above is debug (zap has one debug level).
-func verbosityLevel(v string) (string, error) {
-	n, _ := strconv.Atoi(v)
-	switch {
-	case n < 0 || n > 5:
-		return "", fmt.Errorf("systemLog.verbosity must be between 0 and 5, got %s", v)
-	case n == 0:
-		return "info", nil
-	}
-	return "debug", nil
 }
 
 // authorization maps security.authorization to --auth.
@@ -248,16 +248,18 @@ func (c *configFile) apply(fs *flag.FlagSet) error {
 		if err != nil {
 			return err
 		}
+		overridden := false
+		for _, f := range k.flags {
+			overridden = overridden || onCommandLine[f]
+		}
 		if k.set != nil {
 			if err := k.set(c, text); err != nil {
 				return err
 			}
-			c.applied = append(c.applied, configValue{l.key, val})
+			if !overridden {
+				c.applied = append(c.applied, configValue{l.key, val})
+			}
 			continue
-		}
-		overridden := false
-		for _, f := range k.flags {
-			overridden = overridden || onCommandLine[f]
 		}
 		if overridden {
 			continue

@@ -111,12 +111,14 @@ mayfly:
 		{"tlsAllowConnectionsWithoutCertificates", "true"},
 		{"dbpath", dir + "/data"},
 		{"journalCommitInterval", "42"},
-		{"log-level", "debug"},
 		{"reaper-rate", "700"},
 	} {
 		if got := flagValue(fs, tc.flag); got != tc.want {
 			t.Errorf("--%s = %q, want %q", tc.flag, got, tc.want)
 		}
+	}
+	if !cf.verbositySet || cf.verbosity != 2 {
+		t.Errorf("systemLog.verbosity: set %v, %d", cf.verbositySet, cf.verbosity)
 	}
 	if cf.logDest != "file" || cf.logPath != logPath || !cf.logAppend || cf.logFile == nil {
 		t.Errorf("systemLog: destination %q path %q logAppend %v open %v", cf.logDest, cf.logPath, cf.logAppend, cf.logFile != nil)

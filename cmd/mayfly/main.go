@@ -64,6 +64,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		authMechs  = fs.String("authenticationMechanisms", "SCRAM-SHA-1,SCRAM-SHA-256", "comma-separated SASL mechanisms clients may authenticate with")
 	)
 	fs.StringVar(bind, "bind_ip", "127.0.0.1", "same as --bind (mongod's spelling)")
+	verbose := newVerbosityFlags(fs)
 	tlsOpts := tlsFlags(fs)
 	minFree := fs.String("min-free-disk", "256MiB", "refuse writes (error 14031 OutOfDiskSpace) while the data directory's filesystem has less free space than this: bytes, a size (256MiB, 1GB) or a percentage (5%); 0 refuses only when the disk is full")
 	logPath, logAppend, logRotate := logFileFlags(fs) // logfile.go
@@ -162,7 +163,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	} else if logFile != nil {
 		defer logFile.Close()
 	}
-	log, err := newLogger(*logLevel, *logFormat, logOut)
+	// Verbosity: -v… on the command line, else systemLog.verbosity, else
+	// --log-level debug (1).
+	level := 0
+	if *logLevel == "debug" {
+		level = 1
+	}
+	if cf.verbositySet && !isFlagSet(fs, "log-level") {
+		level = cf.verbosity
+	}
+	if n := verbose.level(); n > 0 {
+		level = n
+	}
+	verb := mlog.NewVerbosity(level)
+	log, err := newLogger(*logLevel, *logFormat, logOut, verb)
 	if err != nil {
 		fmt.Fprintf(stderr, "mayfly: %v\n", err)
 		return exitBadOptions
@@ -181,6 +195,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if maxConnsSet {
 		parsed["net.maxIncomingConnections"] = int32(*maxConns)
 	}
+	if verbose.level() > 0 {
+		parsed["systemLog.verbosity"] = int32(verbose.level())
+	}
 	if isFlagSet(fs, "networkMessageCompressors") {
 		parsed["net.compression.compressors"] = *netComp
 	}
@@ -198,7 +215,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	srv, err := server.Start(server.Config{
 		MinFreeDisk: *minFree, BallastSize: ballastSize,
-		Bind: *bind, Port: *port, DBPath: *dbpath, Logger: log, ReaperRate: *reaperRate, MaxConns: *maxConns,
+		Bind: *bind, Port: *port, DBPath: *dbpath, Logger: log, Verbosity: verb, ReaperRate: *reaperRate, MaxConns: *maxConns,
 		Argv: args, Parsed: parsed, ShutdownTimeout: shutdownTimeout,
 		JournalCommitInterval: time.Duration(*commitMS) * time.Millisecond,
 		TLS:                   *tlsOpts,
@@ -241,8 +258,10 @@ func isFlagSet(fs *flag.FlagSet, name string) bool {
 	return set
 }
 
-// newLogger builds the zap logger writing to w (stderr).
-func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
+// newLogger builds the zap logger writing to w (stderr). level is the
+// lowest severity written (debug and info both write what verb lets
+// through: debug lines D1…D5 only at their component's verbosity).
+func newLogger(level, format string, w io.Writer, verb *mlog.Verbosity) (*zap.Logger, error) {
 	var lvl zapcore.Level
 	if err := lvl.UnmarshalText([]byte(level)); err != nil || lvl < zapcore.DebugLevel || lvl > zapcore.ErrorLevel {
 		return nil, fmt.Errorf("invalid --log-level %q: want debug, info, warn or error", level)
@@ -256,11 +275,38 @@ func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 	case "json":
 		enc = mlog.NewEncoder() // mongod's structured shape: t, s, c, id, ctx, msg, attr
 	case "console":
-		ec.EncodeLevel = zapcore.CapitalLevelEncoder
+		ec.EncodeLevel = mlog.LevelEncoder
 		enc = zapcore.NewConsoleEncoder(ec)
 	default:
 		return nil, fmt.Errorf("invalid --log-format %q: want json or console", format)
 	}
-	core := zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), lvl)
+	floor := lvl
+	if floor <= zapcore.InfoLevel {
+		floor = mlog.Debug(mlog.MaxVerbosity) // the verbosity decides below info
+	}
+	core := verb.Core(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), floor))
 	return zap.New(core, zap.ErrorOutput(zapcore.Lock(zapcore.AddSync(w)))), nil
+}
+
+// verbosityFlags are mongod's -v, -vv … -vvvvv: the global log
+// verbosity 1 to 5 (debug lines D1…D5). The most v's given win.
+type verbosityFlags []*bool
+
+func (v verbosityFlags) level() int {
+	n := 0
+	for i, b := range v {
+		if *b {
+			n = i + 1
+		}
+	}
+	return n
+}
+
+func newVerbosityFlags(fs *flag.FlagSet) verbosityFlags {
+	var v verbosityFlags
+	for i := 1; i <= mlog.MaxVerbosity; i++ {
+		name := strings.Repeat("v", i)
+		v = append(v, fs.Bool(name, false, fmt.Sprintf("log verbosity %d (mongod's -%s): debug lines up to D%d", i, name, i)))
+	}
+	return v
 }

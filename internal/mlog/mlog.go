@@ -84,7 +84,7 @@ var names = map[string]struct{ component, ctx string }{
 func Severity(l zapcore.Level) string {
 	switch {
 	case l <= zapcore.DebugLevel:
-		return "D1"
+		return "D" + strconv.Itoa(min(int(-l), MaxVerbosity))
 	case l == zapcore.InfoLevel:
 		return "I"
 	case l == zapcore.WarnLevel:
