@@ -3,6 +3,7 @@ package compat
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -266,5 +267,86 @@ func TestIssue19StatusCompressionCounters(t *testing.T) {
 	out := a["network.compression.zstd.compressor.bytesOut"] - b["network.compression.zstd.compressor.bytesOut"]
 	if !(out < in) {
 		t.Errorf("zstd compressor: %v bytes in, %v out", in, out)
+	}
+}
+
+// slowFilter makes every document cost a 200000-element $range: a scan
+// of a few thousand documents takes seconds (it checks for killOp every
+// 1024 documents).
+var slowFilter = bson.D{{Key: "$expr", Value: bson.D{{Key: "$lt", Value: bson.A{
+	bson.D{{Key: "$size", Value: bson.D{{Key: "$range", Value: bson.A{0, 200000}}}}}, 0}}}}}
+
+// serverStatus.globalLock.activeClients counts the commands in flight by
+// kind: a long find scan is a reader, a long updateMany a writer; both
+// show in currentOp, killOp stops them (Interrupted), and the counts go
+// back down. currentQueue stays empty (mayfly queues nobody).
+func TestIssue19StatusActiveClients(t *testing.T) {
+	needsAdmin(t, "serverStatus, $currentOp and killOp (clusterMonitor, clusterManager)")
+	e := newClockEnv(t) // a private server: no other test's commands in flight
+	var docs []any
+	for i := 0; i < 5000; i++ {
+		docs = append(docs, bson.D{{Key: "_id", Value: i}, {Key: "x", Value: i}})
+	}
+	_, err := e.coll("c").InsertMany(e.ctx, docs)
+	noErr(t, err, "insert")
+	figures := func() (readers, writers, total, queued float64) {
+		st := e.admin(bson.D{{Key: "serverStatus", Value: 1}})
+		return num(t, st, "globalLock.activeClients.readers"), num(t, st, "globalLock.activeClients.writers"),
+			num(t, st, "globalLock.activeClients.total"), num(t, st, "globalLock.currentQueue.total")
+	}
+	if r, w, _, _ := figures(); e.inProcess() && (r != 0 || w != 0) {
+		t.Fatalf("idle server: %v readers, %v writers active", r, w)
+	}
+	// killSlow finds the operation tagged comment in $currentOp, kills it
+	// and waits for it to fail with Interrupted.
+	killSlow := func(comment string, done chan error) {
+		t.Helper()
+		var opid bson.RawValue
+		waitFor(t, 20*time.Second, comment+" in $currentOp", func() bool {
+			got, err := opsAgg(e, "admin", 1, bson.A{bson.D{{Key: "$currentOp", Value: bson.D{}}},
+				bson.D{{Key: "$match", Value: bson.D{{Key: "command.comment", Value: comment}}}}})
+			if err != nil || len(got) != 1 {
+				return false
+			}
+			opid = val(t, got[0], "opid")
+			return true
+		})
+		raw := e.admin(bson.D{{Key: "killOp", Value: 1}, {Key: "op", Value: opid}})
+		valEq(t, raw, "info", "attempting to kill op")
+		select {
+		case err := <-done:
+			wantCode(t, err, 11601, "Interrupted")
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the killed %s did not stop", comment)
+		}
+	}
+
+	reading := make(chan error, 1)
+	go func() {
+		cur, err := e.coll("c").Find(e.ctx, slowFilter, options.Find().SetComment("issue19-slow-find"))
+		if err == nil {
+			err = cur.Close(e.ctx)
+		}
+		reading <- err
+	}()
+	waitFor(t, 20*time.Second, "a reader in globalLock.activeClients", func() bool { r, _, _, _ := figures(); return r >= 1 })
+	r, w, total, queued := figures()
+	if (e.inProcess() && w != 0) || total < r+1 || queued != 0 {
+		t.Fatalf("a find in flight: readers %v writers %v total %v queued %v", r, w, total, queued)
+	}
+	killSlow("issue19-slow-find", reading)
+
+	writing := make(chan error, 1)
+	go func() {
+		_, err := e.coll("c").UpdateMany(e.ctx, slowFilter, bson.D{{Key: "$set", Value: bson.D{{Key: "y", Value: 1}}}}, options.UpdateMany().SetComment("issue19-slow-update"))
+		writing <- err
+	}()
+	waitFor(t, 20*time.Second, "a writer in globalLock.activeClients", func() bool { _, w, _, _ := figures(); return w >= 1 })
+	if r, _, _, _ := figures(); e.inProcess() && r != 0 {
+		t.Fatalf("an update in flight counts %v readers", r)
+	}
+	killSlow("issue19-slow-update", writing)
+	if e.inProcess() {
+		waitFor(t, 10*time.Second, "activeClients back to 0", func() bool { r, w, _, _ := figures(); return r == 0 && w == 0 })
 	}
 }

@@ -140,6 +140,14 @@ func (e *Engine) Handle(ctx context.Context, wr *wire.Request) (reply bson.Raw) 
 		return mustMarshal(mongoerr.New(mongoerr.FailedToParse, "empty command document").Reply())
 	}
 	name = cmd[0].Key
+	switch lockKindOf(name, cmd) { // serverStatus.globalLock.activeClients
+	case lockReader:
+		e.activeReaders.Add(1)
+		defer e.activeReaders.Add(-1)
+	case lockWriter:
+		e.activeWriters.Add(1)
+		defer e.activeWriters.Add(-1)
+	}
 	op, ctx := e.running.begin(ctx, wr.Conn, cmd, e.clock.Now()) // for currentOp and killOp (ops.go)
 	defer e.running.end(op)
 	r := &Request{Ctx: ctx, Conn: wr.Conn, Name: name, Cmd: cmd, Raw: wr.Command, MoreToCome: wr.MoreToCome}

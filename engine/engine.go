@@ -101,6 +101,9 @@ type Engine struct {
 	savedHWM  atomic.Int64 // the persisted lease (Unix ms)
 	leaseMu   sync.Mutex
 	inflight  atomic.Int64
+	// activeReaders and activeWriters are the commands in flight that
+	// read or write collections (status_metrics.go lockKindOf).
+	activeReaders, activeWriters atomic.Int64
 	fgOps     atomic.Int64
 	reaper    *reaper
 	compactCh chan [2][]byte

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mayflydb/mayfly/internal/bsonx"
 )
 
 // serverStatus's engine-wide sections that mongostat, Compass and
@@ -116,8 +118,12 @@ func extraInfoStatus() bson.D {
 	}
 }
 
-// globalLockStatus is serverStatus.globalLock: mayfly queues nobody, and
-// its active clients are the commands in flight.
+// globalLockStatus is serverStatus.globalLock. mayfly has no global lock
+// and no admission queue, so currentQueue is always empty; activeClients
+// counts the commands in flight (total, serverStatus itself included) and
+// among them those that read collections (readers: the intent-shared
+// lock of mongod) and those that write them (writers: intent-exclusive),
+// as lockKindOf classes them.
 func (e *Engine) globalLockStatus(up time.Duration) bson.D {
 	total := e.inflight.Load()
 	return bson.D{
@@ -126,9 +132,49 @@ func (e *Engine) globalLockStatus(up time.Duration) bson.D {
 			{Key: "total", Value: int32(0)}, {Key: "readers", Value: int32(0)}, {Key: "writers", Value: int32(0)},
 		}},
 		{Key: "activeClients", Value: bson.D{
-			{Key: "total", Value: int32(total)}, {Key: "readers", Value: int32(0)}, {Key: "writers", Value: int32(0)},
+			{Key: "total", Value: int32(total)},
+			{Key: "readers", Value: int32(e.activeReaders.Load())},
+			{Key: "writers", Value: int32(e.activeWriters.Load())},
 		}},
 	}
+}
+
+// Kinds of command for globalLock.activeClients.
+const (
+	lockNone = iota
+	lockReader
+	lockWriter
+)
+
+// lockKindOf says whether a command reads collections, writes them, or
+// neither (handshake, diagnostics, sessions…): the commands registered as
+// writes, aggregates that end in $out or $merge and compact write; the
+// query and catalog reads read.
+func lockKindOf(name string, cmd bson.D) int {
+	c := commands[name]
+	if c != nil {
+		name = c.Name // one spelling: findandmodify is findAndModify
+	}
+	switch name {
+	case "find", "getMore", "count", "distinct", "listIndexes", "listCollections", "collStats", "dbStats",
+		"validate", "explain", "dataSize", "listDatabases":
+		return lockReader
+	case "aggregate":
+		if p, ok := bsonx.Get(cmd, "pipeline"); ok {
+			if stages, ok := p.(bson.A); ok && len(stages) > 0 {
+				if last, ok := stages[len(stages)-1].(bson.D); ok && len(last) > 0 && (last[0].Key == "$out" || last[0].Key == "$merge") {
+					return lockWriter
+				}
+			}
+		}
+		return lockReader
+	case "compact":
+		return lockWriter
+	}
+	if c != nil && c.Write {
+		return lockWriter
+	}
+	return lockNone
 }
 
 // compressionStatus is serverStatus.network.compression, nil when the
