@@ -97,16 +97,16 @@ type Engine struct {
 
 	// hwm is the expiry clock's high-water mark (Unix ms): now never runs
 	// backwards, across restarts too (spec §6.5).
-	hwm       atomic.Int64
-	savedHWM  atomic.Int64 // the persisted lease (Unix ms)
-	leaseMu   sync.Mutex
-	inflight  atomic.Int64
+	hwm      atomic.Int64
+	savedHWM atomic.Int64 // the persisted lease (Unix ms)
+	leaseMu  sync.Mutex
+	inflight atomic.Int64
 	// activeReaders and activeWriters are the commands in flight that
 	// read or write collections (status_metrics.go lockKindOf).
 	activeReaders, activeWriters atomic.Int64
-	fgOps     atomic.Int64
-	reaper    *reaper
-	compactCh chan [2][]byte
+	fgOps                        atomic.Int64
+	reaper                       *reaper
+	compactCh                    chan [2][]byte
 
 	ops struct {
 		insert, query, update, delete, getmore, command atomic.Int64
