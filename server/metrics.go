@@ -124,6 +124,7 @@ var (
 	descCacheMisses  = desc("pebble_block_cache_misses_total", "Pebble block cache misses.")
 	descCacheHitRate = desc("pebble_block_cache_hit_ratio", "Pebble block cache hits / (hits + misses) since start.")
 	descCacheSize    = desc("pebble_block_cache_size_bytes", "Bytes in the Pebble block cache.")
+	descCacheCap     = desc("pebble_block_cache_capacity_bytes", "The Pebble block cache's configured size (--cacheSizeMB).")
 	descCompactions  = desc("pebble_compactions_total", "Pebble compactions since start.")
 	descFlushes      = desc("pebble_flushes_total", "Pebble memtable flushes since start.")
 	descReadAmp      = desc("pebble_read_amplification", "Pebble read amplification (sublevels in L0 plus non-empty levels below).")
@@ -151,7 +152,7 @@ func (c *mayflyCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descCommands, descCommandErrors, descCommandDuration, descOpcounters, descDocuments,
 		descConnsCurrent, descConnsCreated, descNetBytesIn, descNetBytesOut, descNetRequests, descCursorsOpen, descReady,
-		descCacheHits, descCacheMisses, descCacheHitRate, descCacheSize, descCompactions, descFlushes, descReadAmp,
+		descCacheHits, descCacheMisses, descCacheHitRate, descCacheSize, descCacheCap, descCompactions, descFlushes, descReadAmp,
 		descDiskUsage, descLiveTables, descMemtable, descL0Files,
 		descTTLCollections, descTTLBacklog, descTTLBacklogB, descTTLLag, descTTLRate, descTTLDeleted, descTTLDeletedB,
 		descTTLReclaimed, descTTLPasses, descTTLBackoffs,
@@ -214,6 +215,7 @@ func (c *mayflyCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descCacheHitRate, ratio)
 		gauge(descCacheSize, float64(pm.BlockCacheSizeBytes))
+		gauge(descCacheCap, float64(pm.BlockCacheCapacityBytes))
 		counter(descCompactions, float64(pm.Compactions))
 		counter(descFlushes, float64(pm.Flushes))
 		gauge(descReadAmp, float64(pm.ReadAmplification))

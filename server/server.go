@@ -83,6 +83,9 @@ type Config struct {
 	WireLimits wire.Limits
 	// TLS is mongod's net.tls (see tls.go); the zero value is disabled.
 	TLS TLSOptions
+	// CacheSize is the Pebble block cache's size in bytes (--cacheSizeMB);
+	// 0: pebblekv's default (256 MiB).
+	CacheSize int64
 	// NetworkMessageCompressors is --networkMessageCompressors
 	// (net.compression.compressors): the compressors hello negotiates, a
 	// comma-separated list of snappy, zstd and zlib, or "disabled"; ""
@@ -200,7 +203,8 @@ func Start(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("data directory %s is unusable: %w", dir, err)
 		}
 	}
-	store, err := pebblekv.Open(dir, pebblekv.Options{InMemory: cfg.InMemory, Logger: log.Named("pebble"), WALSyncInterval: cfg.JournalCommitInterval, DiskGuard: guard})
+	store, err := pebblekv.Open(dir, pebblekv.Options{InMemory: cfg.InMemory, Logger: log.Named("pebble"), WALSyncInterval: cfg.JournalCommitInterval, DiskGuard: guard,
+		CacheSize: cfg.CacheSize})
 	if err != nil {
 		if errors.Is(err, pebblekv.ErrLocked) {
 			// pebblekv's message names the directory and the held lock.

@@ -135,6 +135,21 @@ var configKeys = []configKey{
 	{key: "mayfly.metricsListen", kind: kindString, flags: []string{"metrics-listen"}},
 	{key: "mayfly.minFreeDisk", kind: kindString, flags: []string{"min-free-disk"}},
 	{key: "mayfly.ballastSize", kind: kindString, flags: []string{"ballast-size"}},
+	{key: "mayfly.cacheSizeMB", kind: kindInt, flags: []string{"cacheSizeMB"}},
+	{key: "mayfly.storage", kind: kindString, flags: []string{"storage"}},
+	// mongod's WiredTiger cache size sets Pebble's block cache: a mongod
+	// configuration carries over.
+	{key: "storage.wiredTiger.engineConfig.cacheSizeGB", kind: kindFloat, flags: []string{"cacheSizeMB"}, conv: cacheSizeGB},
+}
+
+// cacheSizeGB maps storage.wiredTiger.engineConfig.cacheSizeGB (mongod's
+// range, 0.25 to 10000) to --cacheSizeMB.
+func cacheSizeGB(v string) (string, error) {
+	f, _ := strconv.ParseFloat(v, 64)
+	if !(f >= 0.25 && f <= 10000) {
+		return "", fmt.Errorf("Bad value for storage.wiredTiger.engineConfig.cacheSizeGB: %s is not between 0.25 and 10000", v)
+	}
+	return strconv.Itoa(int(math.Round(f * 1024))), nil
 }
 
 // authorization maps security.authorization to --auth.
@@ -224,6 +239,13 @@ func (c *configFile) apply(fs *flag.FlagSet) error {
 		byKey[configKeys[i].key] = &configKeys[i]
 	}
 	seen := map[string]bool{}
+	for _, l := range leaves {
+		seen[l.key] = true
+	}
+	if seen["mayfly.cacheSizeMB"] && seen["storage.wiredTiger.engineConfig.cacheSizeGB"] {
+		return errors.New("mayfly.cacheSizeMB and storage.wiredTiger.engineConfig.cacheSizeGB both set the cache size: give one")
+	}
+	seen = map[string]bool{}
 	for _, l := range leaves {
 		if seen[l.key] {
 			return fmt.Errorf("Error parsing YAML config file %s: option %s given twice", c.path, l.key)

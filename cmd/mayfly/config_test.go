@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,6 +97,8 @@ setParameter:
   allowDiskUseByDefault: false
 mayfly:
   reaperRate: 700
+  cacheSizeMB: 64
+  storage: pebble
 `)
 	fs, cf, code, errOut := loadConfig(t, "-f", file)
 	if cf == nil {
@@ -112,6 +116,8 @@ mayfly:
 		{"dbpath", dir + "/data"},
 		{"journalCommitInterval", "42"},
 		{"reaper-rate", "700"},
+		{"cacheSizeMB", "64"},
+		{"storage", "pebble"},
 	} {
 		if got := flagValue(fs, tc.flag); got != tc.want {
 			t.Errorf("--%s = %q, want %q", tc.flag, got, tc.want)
@@ -143,6 +149,7 @@ mayfly:
 		"operationProfiling.mode": "slowOp", "operationProfiling.slowOpThresholdMs": int32(250),
 		"operationProfiling.slowOpSampleRate": 0.5, "setParameter.internalQueryMaxRangeBytes": "12345",
 		"setParameter.allowDiskUseByDefault": "false", "mayfly.reaperRate": int32(700),
+		"mayfly.cacheSizeMB": int32(64), "mayfly.storage": "pebble",
 	} {
 		if got, ok := parsed[k]; !ok || !reflect.DeepEqual(got, want) {
 			t.Errorf("parsed[%s] = %#v, want %#v", k, got, want)
@@ -158,6 +165,9 @@ mayfly:
 		{"mayfly:\n  ballastSize: 64MB\n", "mayfly.ballastSize", "ballast-size", "64MB"},
 		{"security:\n  authorization: enabled\n", "security.authorization", "auth", "true"},
 		{"setParameter:\n  authenticationMechanisms: SCRAM-SHA-256\n", "setParameter.authenticationMechanisms", "authenticationMechanisms", "SCRAM-SHA-256"},
+		// mongod's WiredTiger cache size is Pebble's block cache, in MiB.
+		{"storage:\n  wiredTiger:\n    engineConfig:\n      cacheSizeGB: 0.5\n", "storage.wiredTiger.engineConfig.cacheSizeGB", "cacheSizeMB", "512"},
+		{"storage:\n  wiredTiger:\n    engineConfig:\n      cacheSizeGB: 2\n", "storage.wiredTiger.engineConfig.cacheSizeGB", "cacheSizeMB", "2048"},
 	} {
 		fs, cf, code, errOut := loadConfig(t, "-f", writeConfig(t, tc.yaml))
 		if cf != nil {
@@ -222,6 +232,14 @@ func TestIssue19ConfigRefused(t *testing.T) {
 		{"setParameter: 5\n", "Option: setParameter is of type StringMap, but value in YAML config is not a map type"},
 		{"setParameter:\n  allowDiskUseByDefault: [true]\n", "Option: setParameter has a map with non scalar values, which is not allowed"},
 		{"net:\n  port:\n", `Error parsing option "net.port" as int in config file: found nothing`},
+		{"mayfly:\n  cacheSize: 64\n", "Unrecognized option: mayfly.cacheSize"},
+		{"mayfly:\n  cacheSizeMB: lots\n", `Error parsing option "mayfly.cacheSizeMB" as int in config file: found "lots"`},
+		{"mayfly:\n  storage: [pebble]\n", `Error parsing option "mayfly.storage" as string in config file: found a list`},
+		{"mayfly:\n  reaperRate: fast\n", `Error parsing option "mayfly.reaperRate" as int in config file: found "fast"`},
+		{"mayfly:\n  metricsListen: {a: 1}\n", `Error parsing option "mayfly.metricsListen" as string in config file: found a mapping`},
+		{"storage:\n  wiredTiger:\n    engineConfig:\n      cacheSizeGB: 0.1\n", "Bad value for storage.wiredTiger.engineConfig.cacheSizeGB: 0.1 is not between 0.25 and 10000"},
+		{"storage:\n  wiredTiger:\n    engineConfig:\n      cacheSizeGB: 1\n      journalCompressor: snappy\n", "Unrecognized option: storage.wiredTiger.engineConfig.journalCompressor"},
+		{"mayfly:\n  cacheSizeMB: 64\nstorage:\n  wiredTiger:\n    engineConfig:\n      cacheSizeGB: 1\n", "mayfly.cacheSizeMB and storage.wiredTiger.engineConfig.cacheSizeGB both set the cache size"},
 	} {
 		file := writeConfig(t, tc.yaml)
 		_, cf, code, errOut := loadConfig(t, "-f", file, "--dbpath", t.TempDir())
@@ -233,6 +251,21 @@ func TestIssue19ConfigRefused(t *testing.T) {
 	code, out, errOut := runOnce(t, "-f", writeConfig(t, "net:\n  foo: 1\n"), "--port", "0", "--dbpath", t.TempDir())
 	if code != exitBadOptions || out != "" || !strings.Contains(errOut, "Unrecognized option: net.foo") {
 		t.Errorf("binary: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	// Values main checks once the file is applied: mayfly.storage other
+	// than pebble, and a cache size out of range.
+	for _, tc := range []struct{ yaml, want string }{
+		{"mayfly:\n  storage: tikv://pd:2379\n", `--storage "tikv://pd:2379" is not supported: this mayfly stores only in its embedded Pebble`},
+		{"mayfly:\n  cacheSizeMB: -1\n", "invalid --cacheSizeMB -1"},
+	} {
+		code, _, errOut := runOnce(t, "-f", writeConfig(t, tc.yaml), "--port", "0", "--dbpath", t.TempDir())
+		if code != exitBadOptions || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%q: exit %d, stderr %q; want exit 2 and %q", tc.yaml, code, errOut, tc.want)
+		}
+	}
+	code, _, errOut = runOnce(t, "--storage", "rocksdb", "--port", "0", "--dbpath", t.TempDir())
+	if code != exitBadOptions || !strings.Contains(errOut, `--storage "rocksdb" is not supported`) {
+		t.Errorf("--storage rocksdb: exit %d, stderr %q", code, errOut)
 	}
 	code, _, errOut = runOnce(t, "-f", filepath.Join(t.TempDir(), "missing.conf"))
 	if code != exitBadOptions || !strings.Contains(errOut, "configuration file") {
@@ -250,6 +283,12 @@ func TestIssue19ConfigEndToEnd(t *testing.T) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
+	mln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsPort := mln.Addr().(*net.TCPAddr).Port
+	mln.Close()
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "db")
 	logPath := filepath.Join(dir, "mayfly.log")
@@ -257,7 +296,8 @@ func TestIssue19ConfigEndToEnd(t *testing.T) {
 	file := writeConfig(t, "net:\n  port: "+itoa(port)+"\n  bindIp: 127.0.0.1\nstorage:\n  dbPath: "+dbPath+
 		"\nsystemLog:\n  destination: file\n  path: "+logPath+"\n  logAppend: true\n"+
 		"operationProfiling:\n  mode: all\n  slowOpThresholdMs: 250\n"+
-		"setParameter:\n  internalQueryMaxRangeBytes: 12345\n  allowDiskUseByDefault: false\n")
+		"setParameter:\n  internalQueryMaxRangeBytes: 12345\n  allowDiskUseByDefault: false\n"+
+		"mayfly:\n  cacheSizeMB: 48\n  storage: pebble\n  reaperRate: 1000\n  metricsListen: 127.0.0.1:"+itoa(metricsPort)+"\n")
 	argv := []string{binary, "-f", file, "--log-format", "json"}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	var stdout, stderr bytes.Buffer
@@ -310,6 +350,10 @@ func TestIssue19ConfigEndToEnd(t *testing.T) {
 		{[]string{"setParameter", "internalQueryMaxRangeBytes"}, "12345"},
 		{[]string{"operationProfiling", "mode"}, "all"},
 		{[]string{"systemLog", "destination"}, "file"},
+		{[]string{"mayfly", "cacheSizeMB"}, int32(48)},
+		{[]string{"mayfly", "storage"}, "pebble"},
+		{[]string{"mayfly", "reaperRate"}, int32(1000)},
+		{[]string{"mayfly", "metricsListen"}, "127.0.0.1:" + itoa(metricsPort)},
 	} {
 		var got any
 		v, err := raw.LookupErr(append([]string{"parsed"}, tc.path...)...)
@@ -319,6 +363,16 @@ func TestIssue19ConfigEndToEnd(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("parsed.%s = %#v (%v), want %#v", strings.Join(tc.path, "."), got, err, tc.want)
 		}
+	}
+
+	// mayfly.metricsListen serves /metrics, where mayfly.cacheSizeMB shows
+	// as the block cache's capacity; /healthz answers on the same listener.
+	metricsText := httpGet(t, "http://127.0.0.1:"+itoa(metricsPort)+"/metrics")
+	if !strings.Contains(metricsText, "\nmayfly_pebble_block_cache_capacity_bytes 5.0331648e+07\n") {
+		t.Errorf("/metrics does not show a 48 MiB block cache:\n%s", grepLines(metricsText, "block_cache"))
+	}
+	if body := httpGet(t, "http://127.0.0.1:"+itoa(metricsPort)+"/healthz"); body == "" {
+		t.Error("/healthz answered nothing")
 	}
 
 	var params bson.M
@@ -401,4 +455,29 @@ func TestIssue19ConfigExampleFile(t *testing.T) {
 			t.Errorf("the example does not mention %s", k.key)
 		}
 	}
+}
+
+// httpGet fetches url and fails the test unless it answers 200.
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v %q", url, resp.StatusCode, err, body)
+	}
+	return string(body)
+}
+
+func grepLines(text, sub string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

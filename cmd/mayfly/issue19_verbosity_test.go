@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -149,6 +150,8 @@ func TestIssue19LogsVerbosity(t *testing.T) {
 		{"-vvv", []string{"-vvv"}, 3},
 		{"systemLog.verbosity", []string{"-f", writeConfig(t, "systemLog:\n  verbosity: 2\n")}, 2},
 		{"--log-level debug", []string{"--log-level", "debug"}, 1},
+		{"setParameter logLevel", []string{"-f", writeConfig(t, "setParameter:\n  logLevel: 2\n")}, 2},
+		{"setParameter logComponentVerbosity", []string{"-f", writeConfig(t, "setParameter:\n  logComponentVerbosity: '{\"command\": {\"verbosity\": 1}}'\n")}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cli, logPath := verboseServer(t, tc.args...)
@@ -159,7 +162,7 @@ func TestIssue19LogsVerbosity(t *testing.T) {
 				t.Fatalf("%v: logLevel %v, want %d", tc.args, v, tc.level)
 			}
 			parsed := adminCmd(t, cli, bson.D{{Key: "getCmdLineOpts", Value: 1}}).Lookup("parsed").Document()
-			if v, err := parsed.LookupErr("systemLog", "verbosity"); tc.name != "--log-level debug" && (err != nil || v.Int32() != tc.level) {
+			if v, err := parsed.LookupErr("systemLog", "verbosity"); tc.args[0] != "--log-level" && !strings.HasPrefix(tc.name, "setParameter") && (err != nil || v.Int32() != tc.level) {
 				t.Fatalf("%v: getCmdLineOpts parsed.systemLog.verbosity %v (%v)", tc.args, v, err)
 			}
 		})

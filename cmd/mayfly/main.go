@@ -69,6 +69,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	minFree := fs.String("min-free-disk", "256MiB", "refuse writes (error 14031 OutOfDiskSpace) while the data directory's filesystem has less free space than this: bytes, a size (256MiB, 1GB) or a percentage (5%); 0 refuses only when the disk is full")
 	logPath, logAppend, logRotate := logFileFlags(fs) // logfile.go
 	ballast := fs.String("ballast-size", "1GiB", "size of the emergency ballast file <dbpath>/auxiliary/EMERGENCY_BALLAST to delete when the disk is full: bytes, a size or a percentage; capped at 1% of the filesystem unless set; 0 keeps none")
+	cacheMB := fs.Int("cacheSizeMB", 0, "size of the storage engine's block cache (Pebble's) in MiB; 0 = 256 MiB (the configuration file also takes mongod's storage.wiredTiger.engineConfig.cacheSizeGB)")
+	storageKind := fs.String("storage", "pebble", "where documents are stored: pebble, the embedded store under --dbpath (the only one this mayfly has)")
 	cf := configFlags(fs)
 	// --help goes to stdout (it was asked for); usage after a flag error
 	// goes to stderr. flag prints usage itself before returning ErrHelp, so
@@ -114,6 +116,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if maxConnsSet && *maxConns < wire.MinMaxConns {
 		// mongod refuses the same, as BadValue at startup.
 		fmt.Fprintf(stderr, "mayfly: maxConns has to be at least %d\n", wire.MinMaxConns)
+		return exitBadOptions
+	}
+	if *cacheMB < 0 || *cacheMB > maxCacheSizeMB {
+		fmt.Fprintf(stderr, "mayfly: invalid --cacheSizeMB %d: must be between 1 and %d (0 = the default, 256)\n", *cacheMB, maxCacheSizeMB)
+		return exitBadOptions
+	}
+	if *storageKind != "pebble" {
+		fmt.Fprintf(stderr, "mayfly: --storage %q is not supported: this mayfly stores only in its embedded Pebble under --dbpath (--storage pebble)\n", *storageKind)
 		return exitBadOptions
 	}
 	if _, err := wire.ParseCompressors(*netComp); err != nil {
@@ -198,6 +208,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if verbose.level() > 0 {
 		parsed["systemLog.verbosity"] = int32(verbose.level())
 	}
+	if isFlagSet(fs, "cacheSizeMB") {
+		parsed["mayfly.cacheSizeMB"] = int32(*cacheMB)
+	}
+	if isFlagSet(fs, "storage") {
+		parsed["mayfly.storage"] = *storageKind
+	}
 	if isFlagSet(fs, "networkMessageCompressors") {
 		parsed["net.compression.compressors"] = *netComp
 	}
@@ -220,6 +236,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		JournalCommitInterval: time.Duration(*commitMS) * time.Millisecond,
 		TLS:                   *tlsOpts,
 		MetricsListen:         *metrics,
+		CacheSize:             int64(*cacheMB) << 20,
 		LogRotate:             logFile.rotateFunc(log),
 		Setup:                 cf.setup,
 		Auth:                  *auth,
@@ -250,6 +267,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	return exitOK
 }
+
+// maxCacheSizeMB is mongod's largest cacheSizeGB (10000 GB), in MiB.
+const maxCacheSizeMB = 10000 << 10
 
 // isFlagSet reports whether the command line set the flag.
 func isFlagSet(fs *flag.FlagSet, name string) bool {

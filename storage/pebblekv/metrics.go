@@ -4,6 +4,7 @@ package pebblekv
 type Metrics struct {
 	BlockCacheHits, BlockCacheMisses int64
 	BlockCacheSizeBytes              int64
+	BlockCacheCapacityBytes          int64 // the configured limit (Options.CacheSize)
 	Compactions                      int64
 	Flushes                          int64
 	ReadAmplification                int
@@ -23,16 +24,17 @@ func (s *Store) Metrics() (m Metrics, ok bool) {
 	pm := s.db.Metrics()
 	total := pm.Total()
 	return Metrics{
-		BlockCacheHits:      pm.BlockCache.Hits,
-		BlockCacheMisses:    pm.BlockCache.Misses,
-		BlockCacheSizeBytes: pm.BlockCache.Size,
-		Compactions:         pm.Compact.Count,
-		Flushes:             pm.Flush.Count,
-		ReadAmplification:   pm.ReadAmp(),
-		DiskUsageBytes:      pm.DiskSpaceUsage(),
-		LiveTablesBytes:     uint64(total.TablesSize),
-		MemtableSizeBytes:   pm.MemTable.Size,
-		L0Files:             pm.Levels[0].TablesCount,
+		BlockCacheHits:          pm.BlockCache.Hits,
+		BlockCacheMisses:        pm.BlockCache.Misses,
+		BlockCacheSizeBytes:     pm.BlockCache.Size,
+		BlockCacheCapacityBytes: s.cacheCapacity,
+		Compactions:             pm.Compact.Count,
+		Flushes:                 pm.Flush.Count,
+		ReadAmplification:       pm.ReadAmp(),
+		DiskUsageBytes:          pm.DiskSpaceUsage(),
+		LiveTablesBytes:         uint64(total.TablesSize),
+		MemtableSizeBytes:       pm.MemTable.Size,
+		L0Files:                 pm.Levels[0].TablesCount,
 	}, true
 }
 

@@ -79,6 +79,8 @@ type Options struct {
 type Store struct {
 	db     *pebble.DB
 	cache  interface{ Unref() }
+	// cacheCapacity is the block cache's size limit (Options.CacheSize).
+	cacheCapacity int64
 	dir    string
 	closed atomic.Bool
 	mu     sync.Mutex // serialises Close
@@ -192,7 +194,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("pebblekv: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, cache: cache, dir: dir, log: logger, guard: guard}
+	s := &Store{db: db, cache: cache, cacheCapacity: opts.CacheSize, dir: dir, log: logger, guard: guard}
 	if guard != nil {
 		guard.start()
 	}
