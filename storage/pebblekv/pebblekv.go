@@ -77,13 +77,13 @@ type Options struct {
 
 // Store is a Pebble-backed storage.KV.
 type Store struct {
-	db     *pebble.DB
-	cache  interface{ Unref() }
+	db    *pebble.DB
+	cache interface{ Unref() }
 	// cacheCapacity is the block cache's size limit (Options.CacheSize).
 	cacheCapacity int64
-	dir    string
-	closed atomic.Bool
-	mu     sync.Mutex // serialises Close
+	dir           string
+	closed        atomic.Bool
+	mu            sync.Mutex // serialises Close
 
 	// unsynced is set by every Commit(false) after it returns; the WAL
 	// syncer clears it and makes the log durable.
