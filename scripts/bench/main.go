@@ -55,7 +55,7 @@ type config struct {
 }
 
 // phases, in run order; --workloads selects among them.
-var allPhases = []string{"ping", "kv", "load", "pointread", "a", "b", "c", "f", "d", "e", "range", "agg", "ttlscan", "ttlpurge"}
+var allPhases = []string{"ping", "kv", "load", "pointread", "a", "b", "c", "f", "d", "e", "range", "agg", "compress", "ttlscan", "ttlpurge"}
 
 func main() {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -186,7 +186,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 		rep.Target = uri
 	}
 
-	b := &bench{cfg: cfg, rep: rep, dir: dir}
+	b := &bench{cfg: cfg, rep: rep, dir: dir, uri: uri}
 	if uri != "" {
 		cl, err := connect(uri, cfg.clients)
 		if err != nil {
@@ -227,7 +227,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 }
 
 func (c *config) needsServer() bool {
-	for _, p := range []string{"ping", "load", "pointread", "a", "b", "c", "f", "d", "e", "range", "agg", "ttlscan"} {
+	for _, p := range []string{"ping", "load", "pointread", "a", "b", "c", "f", "d", "e", "range", "agg", "compress", "ttlscan"} {
 		if c.workloads[p] {
 			return true
 		}
@@ -235,8 +235,13 @@ func (c *config) needsServer() bool {
 	return false
 }
 
-func connect(uri string, clients int) (*mongo.Client, error) {
+// connect opens a client of clients connections, offering compressors
+// (none: uncompressed).
+func connect(uri string, clients int, compressors ...string) (*mongo.Client, error) {
 	o := options.Client().ApplyURI(uri).SetMaxPoolSize(uint64(clients) + 4).SetTimeout(5 * time.Minute)
+	if len(compressors) > 0 {
+		o.SetCompressors(compressors)
+	}
 	if !strings.Contains(uri, "directConnection") {
 		o.SetDirect(true)
 	}

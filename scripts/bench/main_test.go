@@ -39,7 +39,9 @@ func TestSmallRun(t *testing.T) {
 	}
 	for _, name := range []string{"wire ceiling (ping)", "engine ceiling: Pebble Get (1 KB)", "insertMany (batches of 1000)",
 		"point read by _id (uniform)", "YCSB A: 50% read / 50% update", "YCSB E: 95% scan ≤100 / 5% insert",
-		"indexed range query (10 docs)", "full scan, TTL on (nothing expired)", "ttl: point read while reaper purges"} {
+		"indexed range query (10 docs)", "full scan, TTL on (nothing expired)", "ttl: point read while reaper purges",
+		"point read by _id, none", "point read by _id, snappy", "point read by _id, zstd", "point read by _id, zlib",
+		"find 100 docs, none", "find 100 docs, snappy", "find 100 docs, zstd", "find 100 docs, zlib"} {
 		r, ok := byName[name]
 		if !ok {
 			t.Errorf("no %q row", name)
@@ -47,6 +49,20 @@ func TestSmallRun(t *testing.T) {
 		}
 		if r.PerSec <= 0 || r.Units <= 0 {
 			t.Errorf("%q: %+v", name, r)
+		}
+	}
+	for _, c := range []string{"snappy", "zstd", "zlib"} {
+		for _, name := range []string{"point read by _id, " + c, "find 100 docs, " + c} {
+			r := byName[name]
+			if r.Vs != "uncompressed" || r.Ratio <= 0 {
+				t.Errorf("%q: no ratio to uncompressed: %+v", name, r)
+			}
+			// The server's replies went compressed: the figure is there, and
+			// zstd and zlib shrink 100 documents of random letters.
+			w := r.Extra["replyWireBytesPerByte"]
+			if !(w > 0) || (c != "snappy" && strings.HasPrefix(name, "find") && w >= 1) {
+				t.Errorf("%q: reply wire bytes per byte %v", name, w)
+			}
 		}
 	}
 	if rep.TTL == nil || rep.TTL.LiveBytes.SST == 0 || rep.TTL.IdlePurgePerSec <= 0 {

@@ -34,6 +34,7 @@ type bench struct {
 	cfg    *config
 	rep    *report
 	dir    string
+	uri    string
 	client *mongo.Client
 	coll   *mongo.Collection
 
@@ -75,6 +76,7 @@ func (b *bench) runAll(ctx context.Context) error {
 		{"f", b.ycsb('F')}, {"d", b.ycsb('D')}, {"e", b.ycsb('E')},
 		{"range", b.rangeQueries},
 		{"agg", b.aggregation},
+		{"compress", b.compression},
 		{"ttlscan", b.ttlScan},
 		{"ttlpurge", b.ttlPurge},
 	}
