@@ -586,3 +586,28 @@ func TestIssue19AdminValidateConformance(t *testing.T) {
 		}
 	}
 }
+
+// hostInfo, as Compass and monitoring agents read it: on any database,
+// with mongod's sections and types.
+func TestIssue19AdminHostInfo(t *testing.T) {
+	e := newEnv(t)
+	r, err := e.db.RunCommand(e.ctx, bson.D{{Key: "hostInfo", Value: 1}}).Raw()
+	noErr(t, err, "hostInfo on a user database")
+	for path, typ := range map[string]bson.Type{
+		"system.currentTime": bson.TypeDateTime, "system.hostname": bson.TypeString, "system.cpuAddrSize": bson.TypeInt32,
+		"system.memSizeMB": bson.TypeInt64, "system.memLimitMB": bson.TypeInt64, "system.numCores": bson.TypeInt32,
+		"system.cpuArch": bson.TypeString, "system.numaEnabled": bson.TypeBoolean,
+		"os.type": bson.TypeString, "os.name": bson.TypeString, "os.version": bson.TypeString,
+		"extra.pageSize": bson.TypeInt64,
+	} {
+		if v := val(t, r, path); v.Type != typ {
+			t.Errorf("hostInfo.%s is %s, want %s", path, v.Type, typ)
+		}
+	}
+	if num(t, r, "system.numCores") < 1 || num(t, r, "system.memSizeMB") < 1 || val(t, r, "system.hostname").StringValue() == "" {
+		t.Errorf("hostInfo figures: %v", r)
+	}
+	if d := time.Since(val(t, r, "system.currentTime").Time()); d < -time.Minute || d > time.Minute {
+		t.Errorf("hostInfo.system.currentTime is %v off", d)
+	}
+}
