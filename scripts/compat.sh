@@ -200,6 +200,33 @@ if [ $have_clients -eq 1 ]; then
   else
     fail "node compat.js"
   fi
+  # 4b. Wire compression through the Node.js driver and mongosh
+  #     (compressors= in the URI; snappy where its optional package is
+  #     installed; zstd's npm package cannot be installed here).
+  log "wire compression: Node.js driver and mongosh (scripts/node/compress.js)"
+  comps=zlib
+  [ -e "$CACHE/node/node_modules/snappy/package.json" ] && comps="zlib snappy"
+  for c in $comps; do
+    if timeout 120 node "$ROOT/scripts/node/compress.js" "$URI" "$c"; then
+      pass "node compress.js $c"
+    else
+      fail "node compress.js $c"
+    fi
+    sep='/?'
+    [[ "${URI#mongodb://}" == */* ]] && sep='?'
+    [[ "$URI" == *\?* ]] && sep='&'
+    out=$(HOME="$MHOME" CI=1 MONGOSH_FORCE_DISABLE_TELEMETRY_FOR_TESTING=1 timeout 120 "$MONGOSH" "$URI${sep}compressors=$c" --quiet --norc --eval "
+      const f = () => db.serverStatus().network.compression['$c'].decompressor.bytesIn;
+      const before = f();
+      db.getSiblingDB('mongosh_compress').c.insertMany(Array.from({length: 50}, (_, i) => ({i, pad: 'compressible '.repeat(50)})));
+      print(f() > before ? 'compressed' : 'NOT compressed')" 2>&1)
+    if [ "$out" = compressed ]; then
+      pass "mongosh compressors=$c"
+    else
+      echo "$out"
+      fail "mongosh compressors=$c"
+    fi
+  done
 fi
 
 # 5. The auth pass: a second mayfly with --auth.
