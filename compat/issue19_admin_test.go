@@ -590,6 +590,7 @@ func TestIssue19AdminValidateConformance(t *testing.T) {
 // hostInfo, as Compass and monitoring agents read it: on any database,
 // with mongod's sections and types.
 func TestIssue19AdminHostInfo(t *testing.T) {
+	needsAdmin(t, "hostInfo (clusterMonitor's hostInfo action)")
 	e := newEnv(t)
 	r, err := e.db.RunCommand(e.ctx, bson.D{{Key: "hostInfo", Value: 1}}).Raw()
 	noErr(t, err, "hostInfo on a user database")
