@@ -199,6 +199,21 @@ attempt('misc: hello, version, ping, serverStatus', () => {
   check(typeof db.serverStatus().uptime === 'number', 'db.serverStatus()');
 });
 
+attempt('log verbosity: db.setLogLevel, db.getLogComponents', () => {
+  const was = db.getLogComponents();
+  const r = db.setLogLevel(2, 'query');
+  check(r.ok === 1 && r.was && r.was.query.verbosity === -1, "db.setLogLevel(2, 'query') returns the old settings", r);
+  db.setLogLevel(1);
+  const c = db.getLogComponents();
+  check(c.verbosity === 1 && c.query.verbosity === 2 && c.command.verbosity === -1, 'db.getLogComponents() shows them', c);
+  let bad = null;
+  try { db.setLogLevel(1, 'nosuch'); } catch (e) { bad = e; }
+  check(bad !== null, 'db.setLogLevel on an unknown component fails', bad && bad.message);
+  db.setLogLevel(was.verbosity);
+  db.setLogLevel(-1, 'query');
+  check(db.getLogComponents().query.verbosity === -1, 'settings restored');
+});
+
 attempt('drop / dropDatabase', () => {
   check(d.people.drop() === true, 'db.c.drop()');
   check(!d.getCollectionNames().includes('people'), 'dropped collection is gone');
