@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"strings"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -181,4 +182,43 @@ func TestIssue15AuthReadAndDbAdminActionsAsMongod(t *testing.T) {
 	}
 	has("read on app", actionsOn("read", ""), "find", "planCacheRead", "listSearchIndexes")
 	has("dbAdmin on app.system.profile", actionsOn("dbAdmin", "system.profile"), "find", "planCacheRead", "convertToCapped", "createCollection", "dropCollection")
+}
+
+// TestIssue15AuthCursorsNeedNoAction: getMore and killCursors need no
+// action of their own, as in mongod 7.0 (checkAuthForGetMore,
+// checkAuthForKillCursors): a user with only listCollections pages its
+// listCollections cursor; another user's cursor is refused with the
+// "not authorized on <db> to execute command" message. system.js is not
+// part of a database-wide grant: read names it, a user-defined {db, ""}
+// privilege does not reach it.
+func TestIssue15AuthCursorsNeedNoAction(t *testing.T) {
+	t.Parallel()
+	s, root := rootedAuthServer(t)
+	for _, c := range []string{"a", "b", "c", "system.js"} {
+		authRun(t, root, "app", bson.D{{Key: "insert", Value: c}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}})
+	}
+	authRun(t, root, "app", bson.D{{Key: "createRole", Value: "lister"}, {Key: "roles", Value: bson.A{}},
+		{Key: "privileges", Value: bson.A{bson.D{{Key: "resource", Value: bson.D{{Key: "db", Value: "app"}, {Key: "collection", Value: ""}}}, {Key: "actions", Value: bson.A{"listCollections", "find"}}}}}})
+	lister := userClient(t, s, root, "lister", "app", bson.A{"lister"})
+	r := authRun(t, lister, "app", bson.D{{Key: "listCollections", Value: 1}, {Key: "cursor", Value: bson.D{{Key: "batchSize", Value: 1}}}})
+	id := r.Lookup("cursor", "id").Int64()
+	if id == 0 {
+		t.Fatalf("listCollections returned everything in one batch: %v", r)
+	}
+	coll := r.Lookup("cursor", "ns").StringValue()[len("app."):]
+	authRun(t, lister, "app", bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: coll}, {Key: "batchSize", Value: 1}})
+
+	reader := userClient(t, s, root, "reader", "app", bson.A{"read"})
+	err := authErr(reader, "app", bson.D{{Key: "killCursors", Value: coll}, {Key: "cursors", Value: bson.A{id}}})
+	wantCode(t, err, 13, "Unauthorized")
+	if want := "not authorized on app to execute command { killCursors: "; !strings.HasPrefix(errMsg(err), want) {
+		t.Errorf("killCursors message %q, want it to start %q", errMsg(err), want)
+	}
+	wantCode(t, authErr(reader, "app", bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: coll}}), 13, "Unauthorized")
+	// An unknown cursor is not an authorization matter.
+	wantCode(t, authErr(reader, "app", bson.D{{Key: "getMore", Value: int64(424242)}, {Key: "collection", Value: "a"}}), 43, "CursorNotFound")
+	authRun(t, lister, "app", bson.D{{Key: "killCursors", Value: coll}, {Key: "cursors", Value: bson.A{id}}})
+
+	authRun(t, reader, "app", bson.D{{Key: "find", Value: "system.js"}})
+	wantCode(t, authErr(lister, "app", bson.D{{Key: "find", Value: "system.js"}}), 13, "Unauthorized")
 }

@@ -91,7 +91,7 @@ func (e *Engine) authenticatedUsers(c *wire.ConnInfo) []*userRec {
 // showPrivileges.
 func (e *Engine) privilegesDoc(c *wire.ConnInfo) bson.A {
 	out := bson.A{}
-	for _, p := range e.userPrivileges(e.authenticatedUsers(c)) {
+	for _, p := range mergePrivileges(nil, e.userPrivileges(e.authenticatedUsers(c)), false) {
 		acts := bson.A{}
 		for _, a := range p.Actions {
 			if a == "*" {
