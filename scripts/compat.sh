@@ -13,9 +13,18 @@
 # Then, unless MAYFLY_COMPAT_SKIP_AUTH=1, the auth pass: a second mayfly
 # built from this tree with --auth (root from MAYFLY_INITDB_ROOT_USERNAME/
 # _PASSWORD), the Node.js auth checks (scripts/node/auth.js: both SCRAM
-# mechanisms, wrong password, creates a readWriteAnyDatabase user) and the Go
-# suite again as that user (MAYFLY_COMPAT_AUTH_PASS=1: tests needing more than
+# mechanisms, wrong password, a readWrite user of one database confined to
+# it, creates a readWriteAnyDatabase user) and the Go suite again as that
+# user (MAYFLY_COMPAT_AUTH_PASS=1: tests needing more than
 # readWriteAnyDatabase skip with the privilege they need).
+# Why readWriteAnyDatabase and not readWrite for the Go suite: every test
+# works in its own database (cx_<TestName>, made and dropped on the fly,
+# ~190 of them) and some reach others (config.system.sessions, listDatabases,
+# fixed names such as "disk" or "slowlog"); mongod's roles name one database
+# each, with no wildcard, so a readWrite user would need a root connection
+# granting it every test's database as the test starts. readWriteAnyDatabase
+# is readWrite's actions on every normal database, the closest single role;
+# auth.js checks a true readWrite user.
 #
 # Then the TLS pass: scripts/node/tls.js (the Node.js driver's tls=true,
 # tlsCAFile, tlsCertificateKeyFile against requireTLS servers) through
