@@ -19,7 +19,7 @@
 # readWriteAnyDatabase skip with the privilege they need).
 # Why readWriteAnyDatabase and not readWrite for the Go suite: every test
 # works in its own database (cx_<TestName>, made and dropped on the fly,
-# ~190 of them) and some reach others (config.system.sessions, listDatabases,
+# one per test) and some reach others (config.system.sessions, listDatabases,
 # fixed names such as "disk" or "slowlog"); mongod's roles name one database
 # each, with no wildcard, so a readWrite user would need a root connection
 # granting it every test's database as the test starts. readWriteAnyDatabase
