@@ -39,7 +39,9 @@ func TestSmallRun(t *testing.T) {
 	}
 	for _, name := range []string{"wire ceiling (ping)", "engine ceiling: Pebble Get (1 KB)", "insertMany (batches of 1000)",
 		"point read by _id (uniform)", "YCSB A: 50% read / 50% update", "YCSB E: 95% scan ≤100 / 5% insert",
-		"indexed range query (10 docs)", "full scan, TTL on (nothing expired)", "ttl: point read while reaper purges"} {
+		"indexed range query (10 docs)", "full scan, TTL on (nothing expired)", "ttl: point read while reaper purges",
+		"new connection + ping, no authentication", "new connection + ping, SCRAM-SHA-256", "new connection + ping, SCRAM-SHA-1",
+		"point read by _id, plain (1 client)", "point read by _id, TLS (1 client)", "point read by _id, TLS (8 clients)"} {
 		r, ok := byName[name]
 		if !ok {
 			t.Errorf("no %q row", name)
@@ -47,6 +49,12 @@ func TestSmallRun(t *testing.T) {
 		}
 		if r.PerSec <= 0 || r.Units <= 0 {
 			t.Errorf("%q: %+v", name, r)
+		}
+	}
+	// The security rows carry their ratio to the plain figure.
+	for _, name := range []string{"new connection + ping, SCRAM-SHA-256", "new connection + ping, SCRAM-SHA-1", "point read by _id, TLS (1 client)", "point read by _id, TLS (8 clients)"} {
+		if r := byName[name]; r.Ratio <= 0 || r.Vs == "" {
+			t.Errorf("%q has no ratio to plain: %+v", name, r)
 		}
 	}
 	if rep.TTL == nil || rep.TTL.LiveBytes.SST == 0 || rep.TTL.IdlePurgePerSec <= 0 {

@@ -77,6 +77,8 @@ func (b *bench) runAll(ctx context.Context) error {
 		{"agg", b.aggregation},
 		{"ttlscan", b.ttlScan},
 		{"ttlpurge", b.ttlPurge},
+		{"auth", b.authConnects},
+		{"tls", b.tlsPointReads},
 	}
 	for _, s := range steps {
 		if !w[s.name] {
