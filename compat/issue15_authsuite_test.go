@@ -222,3 +222,51 @@ func TestIssue15AuthCursorsNeedNoAction(t *testing.T) {
 	authRun(t, reader, "app", bson.D{{Key: "find", Value: "system.js"}})
 	wantCode(t, authErr(lister, "app", bson.D{{Key: "find", Value: "system.js"}}), 13, "Unauthorized")
 }
+
+// TestIssue15AuthAggregateStages: an aggregate whose first stage makes its
+// own documents needs no find on the namespace, only that stage's
+// privileges (mongod's getPrivilegesForAggregate): $collStats collStats,
+// $indexStats indexStats, $currentOp inprog only with allUsers,
+// $listSessions listSessions only for other users' sessions.
+func TestIssue15AuthAggregateStages(t *testing.T) {
+	t.Parallel()
+	s, root := rootedAuthServer(t)
+	authRun(t, root, "app", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}})
+	reader := userClient(t, s, root, "reader", "app", bson.A{"read"})
+	monitor := userClient(t, s, root, "monitor", "admin", bson.A{"clusterMonitor"})
+	agg := func(stage bson.D) bson.D {
+		return bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{stage}}, {Key: "cursor", Value: bson.D{}}}
+	}
+	adminAgg := func(stage bson.D) bson.D {
+		return bson.D{{Key: "aggregate", Value: 1}, {Key: "pipeline", Value: bson.A{stage}}, {Key: "cursor", Value: bson.D{}}}
+	}
+	for _, c := range []struct {
+		who string
+		cli *mongo.Client
+		db  string
+		cmd bson.D
+		ok  bool
+	}{
+		// clusterMonitor has collStats and indexStats on app, not find.
+		{"clusterMonitor", monitor, "app", agg(bson.D{{Key: "$collStats", Value: bson.D{{Key: "count", Value: bson.D{}}}}}), true},
+		{"clusterMonitor", monitor, "app", agg(bson.D{{Key: "$indexStats", Value: bson.D{}}}), true},
+		{"clusterMonitor", monitor, "app", agg(bson.D{{Key: "$match", Value: bson.D{}}}), false},
+		{"read", reader, "app", agg(bson.D{{Key: "$collStats", Value: bson.D{{Key: "count", Value: bson.D{}}}}}), true},
+		{"read", reader, "app", agg(bson.D{{Key: "$indexStats", Value: bson.D{}}}), false},
+		{"read", reader, "admin", adminAgg(bson.D{{Key: "$currentOp", Value: bson.D{}}}), true},
+		{"read", reader, "admin", adminAgg(bson.D{{Key: "$currentOp", Value: bson.D{{Key: "allUsers", Value: true}}}}), false},
+		{"clusterMonitor", monitor, "admin", adminAgg(bson.D{{Key: "$currentOp", Value: bson.D{{Key: "allUsers", Value: true}}}}), true},
+		{"read", reader, "admin", adminAgg(bson.D{{Key: "$listLocalSessions", Value: bson.D{}}}), true},
+		{"read", reader, "admin", adminAgg(bson.D{{Key: "$listLocalSessions", Value: bson.D{{Key: "allUsers", Value: true}}}}), false},
+		{"clusterMonitor", monitor, "admin", adminAgg(bson.D{{Key: "$listLocalSessions", Value: bson.D{{Key: "allUsers", Value: true}}}}), true},
+	} {
+		err := authErr(c.cli, c.db, c.cmd)
+		code, _, _ := errCode(err)
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("%s: %s on %s: %v, want it to run", c.who, ejson(c.cmd), c.db, err)
+		case !c.ok && code != 13:
+			t.Errorf("%s: %s on %s: got %v, want 13 Unauthorized", c.who, ejson(c.cmd), c.db, err)
+		}
+	}
+}

@@ -351,13 +351,28 @@ func needFindAndModify(e *Engine, r *Request) ([]privilege, error) {
 	return []privilege{priv(nsRes(r.DB, r.Target()), acts...)}, nil
 }
 
+// initialSources are the stages that produce their own documents: an
+// aggregate starting with one needs no find on its namespace (mongod's
+// getPrivilegesForAggregate asks find only when the first stage is not an
+// initial source), only the stage's own privileges.
+var initialSources = map[string]bool{
+	"$collStats": true, "$indexStats": true, "$currentOp": true, "$listSessions": true, "$listLocalSessions": true,
+	"$documents": true, "$changeStream": true,
+}
+
 func needAggregate(e *Engine, r *Request) ([]privilege, error) {
 	var out []privilege
-	if r.Target() != "" {
-		out = append(out, priv(nsRes(r.DB, r.Target()), "find"))
-	}
 	pv, _ := r.Arg("pipeline")
 	stages, _ := pv.(bson.A)
+	first := ""
+	if len(stages) > 0 {
+		if d, ok := stages[0].(bson.D); ok && len(d) > 0 {
+			first = d[0].Key
+		}
+	}
+	if r.Target() != "" && !initialSources[first] {
+		out = append(out, priv(nsRes(r.DB, r.Target()), "find"))
+	}
 	for _, s := range stages {
 		d, ok := s.(bson.D)
 		if !ok || len(d) == 0 {
@@ -365,7 +380,19 @@ func needAggregate(e *Engine, r *Request) ([]privilege, error) {
 		}
 		switch d[0].Key {
 		case "$currentOp":
-			out = append(out, priv(clusterRes(), "inprog"))
+			// allUsers (false by default) needs inprog; a user's own
+			// operations need nothing.
+			if sd, ok := d[0].Value.(bson.D); ok {
+				if v, ok := bsonx.Get(sd, "allUsers"); ok && srvTruthy(v) {
+					out = append(out, priv(clusterRes(), "inprog"))
+				}
+			}
+		case "$listSessions", "$listLocalSessions":
+			if e.listsOthersSessions(r, d[0].Value) {
+				out = append(out, priv(clusterRes(), "listSessions"))
+			}
+		case "$changeStream":
+			out = append(out, priv(nsRes(r.DB, r.Target()), "changeStream", "find"))
 		case "$out", "$merge":
 			db, coll := r.DB, ""
 			switch t := d[0].Value.(type) {
@@ -400,11 +427,37 @@ func needAggregate(e *Engine, r *Request) ([]privilege, error) {
 			} else if s, ok := d[0].Value.(string); ok {
 				out = append(out, priv(nsRes(r.DB, s), "find"))
 			}
-		case "$collStats", "$indexStats":
+		case "$collStats":
 			out = append(out, priv(nsRes(r.DB, r.Target()), "collStats"))
+		case "$indexStats":
+			out = append(out, priv(nsRes(r.DB, r.Target()), "indexStats"))
 		}
 	}
 	return out, nil
+}
+
+// listsOthersSessions: $listSessions and $listLocalSessions need
+// listSessions on the cluster for allUsers or users naming anyone but the
+// connection's own user (mongod's listSessionsRequiredPrivileges).
+func (e *Engine) listsOthersSessions(r *Request, spec any) bool {
+	sd, ok := spec.(bson.D)
+	if !ok {
+		return false
+	}
+	if v, ok := bsonx.Get(sd, "allUsers"); ok && srvTruthy(v) {
+		return true
+	}
+	v, _ := bsonx.Get(sd, "users")
+	users, _ := v.(bson.A)
+	for _, u := range users {
+		ud, _ := u.(bson.D)
+		name, _ := authStr(ud, "user")
+		db, _ := authStr(ud, "db")
+		if len(users) > 1 || !e.isCurrentUser(r.Conn, name, db) {
+			return true
+		}
+	}
+	return false
 }
 
 // needProfile: reading the profiling settings ({profile: -1} alone) needs
