@@ -242,6 +242,7 @@ func TestIssue12OpsKillOp(t *testing.T) {
 // uid}, lastUse}); without authentication every session belongs to the
 // user ("", "").
 func TestIssue12OpsListLocalSessions(t *testing.T) {
+	needsNoAuth(t, "sessions of the unauthenticated user (uid of \"\"); allUsers and other users' sessions need clusterMonitor's listSessions")
 	e := newEnv(t)
 	sess, err := e.cli.StartSession()
 	noErr(t, err, "start session")
