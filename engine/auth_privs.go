@@ -388,9 +388,11 @@ func needAggregate(e *Engine, r *Request) ([]privilege, error) {
 				}
 			}
 		case "$listSessions", "$listLocalSessions":
-			if e.listsOthersSessions(r, d[0].Value) {
-				out = append(out, priv(clusterRes(), "listSessions"))
-			}
+			// mongod asks listSessions only for allUsers or other users'
+			// sessions; mayfly's sessions do not record their user yet
+			// (every one has the unauthenticated uid), so it cannot show a
+			// user only their own: it fails closed.
+			out = append(out, priv(clusterRes(), "listSessions"))
 		case "$changeStream":
 			out = append(out, priv(nsRes(r.DB, r.Target()), "changeStream", "find"))
 		case "$out", "$merge":
@@ -434,30 +436,6 @@ func needAggregate(e *Engine, r *Request) ([]privilege, error) {
 		}
 	}
 	return out, nil
-}
-
-// listsOthersSessions: $listSessions and $listLocalSessions need
-// listSessions on the cluster for allUsers or users naming anyone but the
-// connection's own user (mongod's listSessionsRequiredPrivileges).
-func (e *Engine) listsOthersSessions(r *Request, spec any) bool {
-	sd, ok := spec.(bson.D)
-	if !ok {
-		return false
-	}
-	if v, ok := bsonx.Get(sd, "allUsers"); ok && srvTruthy(v) {
-		return true
-	}
-	v, _ := bsonx.Get(sd, "users")
-	users, _ := v.(bson.A)
-	for _, u := range users {
-		ud, _ := u.(bson.D)
-		name, _ := authStr(ud, "user")
-		db, _ := authStr(ud, "db")
-		if len(users) > 1 || !e.isCurrentUser(r.Conn, name, db) {
-			return true
-		}
-	}
-	return false
 }
 
 // needProfile: reading the profiling settings ({profile: -1} alone) needs
