@@ -380,13 +380,10 @@ func needAggregate(e *Engine, r *Request) ([]privilege, error) {
 		}
 		switch d[0].Key {
 		case "$currentOp":
-			// allUsers (false by default) needs inprog; a user's own
-			// operations need nothing.
-			if sd, ok := d[0].Value.(bson.D); ok {
-				if v, ok := bsonx.Get(sd, "allUsers"); ok && srvTruthy(v) {
-					out = append(out, priv(clusterRes(), "inprog"))
-				}
-			}
+			// mongod asks inprog only for allUsers; mayfly's operations do
+			// not record their user (allUsers: false shows them all), so
+			// it fails closed.
+			out = append(out, priv(clusterRes(), "inprog"))
 		case "$listSessions", "$listLocalSessions":
 			// mongod asks listSessions only for allUsers or other users'
 			// sessions; mayfly's sessions do not record their user yet
