@@ -2,9 +2,11 @@ package compat
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mayflydb/mayfly/server"
@@ -59,6 +61,65 @@ func TestIssue15AuthRequired(t *testing.T) {
 	wantCode(t, authErr(anon, "app", bson.D{{Key: "find", Value: "c"}}), 13, "Unauthorized")
 	opts := authRun(t, root, "admin", bson.D{{Key: "getCmdLineOpts", Value: 1}})
 	valEq(t, opts, "parsed.security.authorization", "enabled")
+}
+
+// TestIssue15AuthUnauthenticatedCommands pins the commands mongod 7.0 runs
+// without authentication (requiresAuth() false: hello/isMaster, buildInfo,
+// ping, saslStart, saslContinue, authenticate, logout, connectionStatus,
+// listCommands) against some it does not (whatsmyuri, startSession,
+// endSessions, listDatabases: 13). getnonce was removed in 6.2
+// (SERVER-71007): 59 CommandNotFound, authenticated or not, before any
+// authorization check. listCommands reports requiresAuth the same way.
+func TestIssue15AuthUnauthenticatedCommands(t *testing.T) {
+	t.Parallel()
+	s := authServer(t, server.Config{Auth: true, InitRootUser: "root", InitRootPassword: "pw"})
+	anon := authClient(t, s, nil)
+	free := map[string]bool{}
+	for _, c := range []bson.D{
+		{{Key: "hello", Value: 1}}, {{Key: "isMaster", Value: 1}}, {{Key: "buildInfo", Value: 1}}, {{Key: "ping", Value: 1}},
+		{{Key: "connectionStatus", Value: 1}}, {{Key: "listCommands", Value: 1}}, {{Key: "logout", Value: 1}},
+	} {
+		authRun(t, anon, "admin", c)
+		free[c[0].Key] = true
+	}
+	// The SASL commands answer, with their own errors, never 13.
+	for _, c := range []bson.D{
+		{{Key: "saslStart", Value: 1}, {Key: "mechanism", Value: "SCRAM-SHA-256"}, {Key: "payload", Value: bson.Binary{Data: []byte("n,,n=nobody,r=abcdefgh")}}},
+		{{Key: "saslContinue", Value: 1}, {Key: "conversationId", Value: 7}, {Key: "payload", Value: bson.Binary{Data: []byte("x")}}},
+		{{Key: "authenticate", Value: 1}, {Key: "mechanism", Value: "MONGODB-X509"}},
+	} {
+		if code, _, _ := errCode(authErr(anon, "admin", c)); code == 13 {
+			t.Errorf("%s refused as unauthenticated", c[0].Key)
+		}
+		free[c[0].Key] = true
+	}
+	for _, c := range []bson.D{
+		{{Key: "whatsmyuri", Value: 1}}, {{Key: "startSession", Value: 1}},
+		{{Key: "endSessions", Value: bson.A{}}}, {{Key: "listDatabases", Value: 1}},
+	} {
+		err := authErr(anon, "admin", c)
+		wantCode(t, err, 13, "Unauthorized")
+		eq(t, "errmsg", errMsg(err), "Command "+c[0].Key+" requires authentication")
+	}
+	for _, cli := range []*mongo.Client{anon, authClient(t, s, &options.Credential{Username: "root", Password: "pw"})} {
+		err := authErr(cli, "admin", bson.D{{Key: "getnonce", Value: 1}})
+		wantCode(t, err, 59, "CommandNotFound")
+		eq(t, "errmsg", errMsg(err), "no such command: 'getnonce'")
+	}
+	cmds := authRun(t, anon, "admin", bson.D{{Key: "listCommands", Value: 1}}).Lookup("commands").Document()
+	elems, err := cmds.Elements()
+	noErr(t, err, "listCommands")
+	// Spellings compared case-blind: mayfly also lists the lower-case
+	// aliases buildinfo and ismaster.
+	seen := map[string]bool{}
+	var gotFree []string
+	for _, el := range elems {
+		if k := strings.ToLower(el.Key()); !el.Value().Document().Lookup("requiresAuth").Boolean() && !seen[k] {
+			seen[k] = true
+			gotFree = append(gotFree, k)
+		}
+	}
+	strsEq(t, "listCommands' requiresAuth: false", gotFree, []string{"authenticate", "buildinfo", "connectionstatus", "hello", "ismaster", "listcommands", "logout", "ping", "saslcontinue", "saslstart"})
 }
 
 // TestIssue15AuthMechanismsAndInitRoot: authenticationMechanisms limits

@@ -58,11 +58,31 @@ func TestIssue15AuthRoleMatrix(t *testing.T) {
 		"cmdLineOpts":   {"admin", bson.D{{Key: "getCmdLineOpts", Value: 1}}},
 		"currentOp":     {"admin", bson.D{{Key: "currentOp", Value: 1}}},
 		"setParameter":  {"admin", bson.D{{Key: "setParameter", Value: 1}, {Key: "allowDiskUseByDefault", Value: true}}},
+		"collStats":     {"app", bson.D{{Key: "collStats", Value: "c"}}},
+		"listIndexes":   {"app", bson.D{{Key: "listIndexes", Value: "c"}}},
+		"validate":      {"app", bson.D{{Key: "validate", Value: "c"}}},
+		"drop":          {"app", bson.D{{Key: "drop", Value: "nope"}}},
+		"profileRead":   {"app", bson.D{{Key: "profile", Value: -1}}},
+		"profileSet":    {"app", bson.D{{Key: "profile", Value: 0}}},
+		"rolesInfo":     {"app", bson.D{{Key: "rolesInfo", Value: 1}}},
+		"findUsers":     {"admin", bson.D{{Key: "find", Value: "system.users"}, {Key: "filter", Value: bson.D{{Key: "_id", Value: "none"}}}}},
+		"listIdxUsers":  {"admin", bson.D{{Key: "listIndexes", Value: "system.users"}}},
+		"top":           {"admin", bson.D{{Key: "top", Value: 1}}},
+		"hostInfo":      {"admin", bson.D{{Key: "hostInfo", Value: 1}}},
+		"getLog":        {"admin", bson.D{{Key: "getLog", Value: "startupWarnings"}}},
+		"fsync":         {"admin", bson.D{{Key: "fsync", Value: 1}}},
+		"killOp":        {"admin", bson.D{{Key: "killOp", Value: 1}, {Key: "op", Value: 987654}}},
 	}
-	read := "find count aggregate listColls dbStats"
-	rw := read + " insert update delete createIndexes"
-	dbAdmin := "createIndexes collMod listColls dbStats"
-	monitor := "serverStatus cmdLineOpts currentOp dbStats listColls"
+	// As mongod 7.0's builtin_roles.yml: clusterMonitor has collStats and
+	// dbStats on every normal database but not listCollections or
+	// listIndexes; backup finds every normal collection, and lists and
+	// collStats anything, but has no dbStats; restore writes but never
+	// reads normal collections; {profile: -1} needs only find on
+	// system.profile.
+	read := "find count aggregate listColls dbStats collStats listIndexes"
+	rw := read + " insert update delete createIndexes drop"
+	dbAdmin := "createIndexes collMod listColls dbStats collStats listIndexes validate drop profileRead profileSet"
+	monitor := "serverStatus cmdLineOpts currentOp dbStats collStats profileRead top hostInfo getLog"
 	for _, tc := range []struct {
 		role, db string
 		allowed  string
@@ -70,16 +90,16 @@ func TestIssue15AuthRoleMatrix(t *testing.T) {
 		{"read", "app", read},
 		{"readWrite", "app", rw},
 		{"dbAdmin", "app", dbAdmin},
-		{"userAdmin", "app", "usersInfo"},
-		{"dbOwner", "app", rw + " collMod usersInfo"},
+		{"userAdmin", "app", "usersInfo rolesInfo"},
+		{"dbOwner", "app", rw + " collMod validate profileRead profileSet usersInfo rolesInfo"},
 		{"readAnyDatabase", "admin", read + " findOther"},
 		{"readWriteAnyDatabase", "admin", rw + " findOther insertOther"},
-		{"userAdminAnyDatabase", "admin", "usersInfo"},
+		{"userAdminAnyDatabase", "admin", "usersInfo rolesInfo findUsers listIdxUsers"},
 		{"dbAdminAnyDatabase", "admin", dbAdmin},
 		{"clusterMonitor", "admin", monitor},
-		{"clusterAdmin", "admin", monitor + " setParameter"},
-		{"backup", "admin", "find count aggregate findOther listColls dbStats serverStatus"},
-		{"restore", "admin", "insert insertOther createIndexes collMod listColls usersInfo"},
+		{"clusterAdmin", "admin", monitor + " setParameter fsync killOp"},
+		{"backup", "admin", "find count aggregate findOther listColls collStats listIndexes profileRead findUsers listIdxUsers serverStatus"},
+		{"restore", "admin", "insert insertOther createIndexes collMod listColls drop usersInfo rolesInfo findUsers"},
 		{"root", "admin", strings.Join(keysOf(probes), " ")},
 	} {
 		name := "u_" + tc.role

@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"strings"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -181,4 +182,95 @@ func TestIssue15AuthReadAndDbAdminActionsAsMongod(t *testing.T) {
 	}
 	has("read on app", actionsOn("read", ""), "find", "planCacheRead", "listSearchIndexes")
 	has("dbAdmin on app.system.profile", actionsOn("dbAdmin", "system.profile"), "find", "planCacheRead", "convertToCapped", "createCollection", "dropCollection")
+}
+
+// TestIssue15AuthCursorsNeedNoAction: getMore and killCursors need no
+// action of their own, as in mongod 7.0 (checkAuthForGetMore,
+// checkAuthForKillCursors): a user with only listCollections pages its
+// listCollections cursor; another user's cursor is refused with the
+// "not authorized on <db> to execute command" message. system.js is not
+// part of a database-wide grant: read names it, a user-defined {db, ""}
+// privilege does not reach it.
+func TestIssue15AuthCursorsNeedNoAction(t *testing.T) {
+	t.Parallel()
+	s, root := rootedAuthServer(t)
+	for _, c := range []string{"a", "b", "c", "system.js"} {
+		authRun(t, root, "app", bson.D{{Key: "insert", Value: c}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}})
+	}
+	authRun(t, root, "app", bson.D{{Key: "createRole", Value: "lister"}, {Key: "roles", Value: bson.A{}},
+		{Key: "privileges", Value: bson.A{bson.D{{Key: "resource", Value: bson.D{{Key: "db", Value: "app"}, {Key: "collection", Value: ""}}}, {Key: "actions", Value: bson.A{"listCollections", "find"}}}}}})
+	lister := userClient(t, s, root, "lister", "app", bson.A{"lister"})
+	r := authRun(t, lister, "app", bson.D{{Key: "listCollections", Value: 1}, {Key: "cursor", Value: bson.D{{Key: "batchSize", Value: 1}}}})
+	id := r.Lookup("cursor", "id").Int64()
+	if id == 0 {
+		t.Fatalf("listCollections returned everything in one batch: %v", r)
+	}
+	coll := r.Lookup("cursor", "ns").StringValue()[len("app."):]
+	authRun(t, lister, "app", bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: coll}, {Key: "batchSize", Value: 1}})
+
+	reader := userClient(t, s, root, "reader", "app", bson.A{"read"})
+	err := authErr(reader, "app", bson.D{{Key: "killCursors", Value: coll}, {Key: "cursors", Value: bson.A{id}}})
+	wantCode(t, err, 13, "Unauthorized")
+	if want := "not authorized on app to execute command { killCursors: "; !strings.HasPrefix(errMsg(err), want) {
+		t.Errorf("killCursors message %q, want it to start %q", errMsg(err), want)
+	}
+	wantCode(t, authErr(reader, "app", bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: coll}}), 13, "Unauthorized")
+	// An unknown cursor is not an authorization matter.
+	wantCode(t, authErr(reader, "app", bson.D{{Key: "getMore", Value: int64(424242)}, {Key: "collection", Value: "a"}}), 43, "CursorNotFound")
+	authRun(t, lister, "app", bson.D{{Key: "killCursors", Value: coll}, {Key: "cursors", Value: bson.A{id}}})
+
+	authRun(t, reader, "app", bson.D{{Key: "find", Value: "system.js"}})
+	wantCode(t, authErr(lister, "app", bson.D{{Key: "find", Value: "system.js"}}), 13, "Unauthorized")
+}
+
+// TestIssue15AuthAggregateStages: an aggregate whose first stage makes its
+// own documents needs no find on the namespace, only that stage's
+// privileges (mongod's getPrivilegesForAggregate): $collStats collStats,
+// $indexStats indexStats; $currentOp inprog, $listSessions and
+// $listLocalSessions listSessions (always, unlike mongod: see below).
+func TestIssue15AuthAggregateStages(t *testing.T) {
+	t.Parallel()
+	s, root := rootedAuthServer(t)
+	authRun(t, root, "app", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}})
+	reader := userClient(t, s, root, "reader", "app", bson.A{"read"})
+	monitor := userClient(t, s, root, "monitor", "admin", bson.A{"clusterMonitor"})
+	agg := func(stage bson.D) bson.D {
+		return bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{stage}}, {Key: "cursor", Value: bson.D{}}}
+	}
+	adminAgg := func(stage bson.D) bson.D {
+		return bson.D{{Key: "aggregate", Value: 1}, {Key: "pipeline", Value: bson.A{stage}}, {Key: "cursor", Value: bson.D{}}}
+	}
+	for _, c := range []struct {
+		who string
+		cli *mongo.Client
+		db  string
+		cmd bson.D
+		ok  bool
+	}{
+		// clusterMonitor has collStats and indexStats on app, not find.
+		{"clusterMonitor", monitor, "app", agg(bson.D{{Key: "$collStats", Value: bson.D{{Key: "count", Value: bson.D{}}}}}), true},
+		{"clusterMonitor", monitor, "app", agg(bson.D{{Key: "$indexStats", Value: bson.D{}}}), true},
+		{"clusterMonitor", monitor, "app", agg(bson.D{{Key: "$match", Value: bson.D{}}}), false},
+		{"read", reader, "app", agg(bson.D{{Key: "$collStats", Value: bson.D{{Key: "count", Value: bson.D{}}}}}), true},
+		{"read", reader, "app", agg(bson.D{{Key: "$indexStats", Value: bson.D{}}}), false},
+		// mongod shows a user their own operations without inprog;
+		// mayfly's operations do not record their user: inprog always.
+		{"read", reader, "admin", adminAgg(bson.D{{Key: "$currentOp", Value: bson.D{}}}), false},
+		{"read", reader, "admin", adminAgg(bson.D{{Key: "$currentOp", Value: bson.D{{Key: "allUsers", Value: true}}}}), false},
+		{"clusterMonitor", monitor, "admin", adminAgg(bson.D{{Key: "$currentOp", Value: bson.D{{Key: "allUsers", Value: true}}}}), true},
+		// mongod lets a user list their own sessions; mayfly's sessions do
+		// not record their user yet, so it asks listSessions always.
+		{"read", reader, "admin", adminAgg(bson.D{{Key: "$listLocalSessions", Value: bson.D{}}}), false},
+		{"read", reader, "admin", adminAgg(bson.D{{Key: "$listLocalSessions", Value: bson.D{{Key: "allUsers", Value: true}}}}), false},
+		{"clusterMonitor", monitor, "admin", adminAgg(bson.D{{Key: "$listLocalSessions", Value: bson.D{{Key: "allUsers", Value: true}}}}), true},
+	} {
+		err := authErr(c.cli, c.db, c.cmd)
+		code, _, _ := errCode(err)
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("%s: %s on %s: %v, want it to run", c.who, ejson(c.cmd), c.db, err)
+		case !c.ok && code != 13:
+			t.Errorf("%s: %s on %s: got %v, want 13 Unauthorized", c.who, ejson(c.cmd), c.db, err)
+		}
+	}
 }

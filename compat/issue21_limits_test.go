@@ -124,6 +124,12 @@ func TestIssue21NamespaceRules(t *testing.T) {
 		{"database.test", "c", "'.' is an invalid character in a db name: database.test"},
 	} {
 		err := create(c.db, c.coll)
+		if authenticated && c.coll == "system.foo" {
+			// No built-in role (root neither) has createCollection on an
+			// arbitrary system collection: authorization refuses it first.
+			wantCode(t, err, 13, "Unauthorized")
+			continue
+		}
 		wantCode(t, err, 73, "InvalidNamespace")
 		if errMsg(err) != c.msg {
 			t.Errorf("create %q in %q: message %q, want %q", c.coll, c.db, errMsg(err), c.msg)

@@ -91,7 +91,7 @@ func (e *Engine) authenticatedUsers(c *wire.ConnInfo) []*userRec {
 // showPrivileges.
 func (e *Engine) privilegesDoc(c *wire.ConnInfo) bson.A {
 	out := bson.A{}
-	for _, p := range e.userPrivileges(e.authenticatedUsers(c)) {
+	for _, p := range mergePrivileges(nil, e.userPrivileges(e.authenticatedUsers(c)), false) {
 		acts := bson.A{}
 		for _, a := range p.Actions {
 			if a == "*" {
@@ -104,8 +104,11 @@ func (e *Engine) privilegesDoc(c *wire.ConnInfo) bson.A {
 	return out
 }
 
-// noAuthCommands run without an authenticated user, as mongod's commands
-// whose requiresAuth() is false: the handshake and authentication itself.
+// noAuthCommands run without an authenticated user, as mongod 7.0's
+// commands whose requiresAuth() is false: the handshake and authentication
+// itself. whatsmyuri, startSession and endSessions need some user;
+// getnonce is gone since 6.2 (CommandNotFound, as any unknown command,
+// before authorization).
 var noAuthCommands = map[string]bool{
 	"hello": true, "buildInfo": true, "ping": true, "saslStart": true, "saslContinue": true,
 	"authenticate": true, "logout": true, "connectionStatus": true, "listCommands": true,

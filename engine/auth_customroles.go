@@ -114,12 +114,25 @@ func (e *Engine) inheritedRoles(r roleRef) []roleRef {
 
 var knownActions = map[string]bool{}
 
+// knownActions: every action a built-in role grants, and a few only
+// user-defined roles do.
 func init() {
-	for _, l := range [][]string{readWriteActions, dbAdminActions, userAdminActions, monitorActions, hostMgrActions, clusterMgrAction,
-		{"enableSharding", "indexStats", "authSchemaUpgrade", "killAnyCursor", "changeOwnPassword", "changeOwnCustomData", "anyAction"}} {
-		for _, a := range l {
-			knownActions[a] = true
+	for _, r := range []string{"read", "readWrite", "dbAdmin", "userAdmin"} {
+		for _, p := range rolePrivileges(roleRef{r, "x"}) {
+			for _, a := range p.Actions {
+				knownActions[a] = true
+			}
 		}
+	}
+	for _, ps := range adminRolePrivileges {
+		for _, p := range ps {
+			for _, a := range p.Actions {
+				knownActions[a] = true
+			}
+		}
+	}
+	for _, a := range []string{"changeOwnPassword", "changeOwnCustomData", "anyAction", "internal", "cpuProfiler"} {
+		knownActions[a] = true
 	}
 }
 

@@ -56,8 +56,9 @@ func (g resource) covers(n resource) bool {
 		return g.Coll == n.Coll
 	}
 	// A database-wide grant covers its normal collections and the
-	// database itself, not system collections.
-	return !strings.HasPrefix(n.Coll, "system.") || n.Coll == "system.js"
+	// database itself, not system collections (system.js neither: the
+	// roles that reach it name it).
+	return !strings.HasPrefix(n.Coll, "system.")
 }
 
 type privilege struct {
@@ -73,81 +74,145 @@ func priv(r resource, a ...string) privilege { return privilege{r, a} }
 
 var (
 	readActions      = []string{"changeStream", "collStats", "dbHash", "dbStats", "find", "killCursors", "listCollections", "listIndexes", "listSearchIndexes", "planCacheRead"}
-	readWriteActions = append(append([]string{}, readActions...), "convertToCapped", "createCollection", "createIndex", "dropCollection", "dropIndex", "insert", "remove", "renameCollectionSameDB", "update")
-	dbAdminActions   = []string{"bypassDocumentValidation", "collMod", "collStats", "compact", "convertToCapped", "createCollection", "createIndex", "dbStats", "dropCollection", "dropDatabase", "dropIndex", "enableProfiler", "listCollections", "listIndexes", "planCacheIndexFilter", "planCacheRead", "planCacheWrite", "reIndex", "renameCollectionSameDB", "validate"}
+	readWriteActions = withActions(readActions, "cleanupStructuredEncryptionData", "compactStructuredEncryptionData", "convertToCapped", "createCollection",
+		"createIndex", "createSearchIndexes", "dropCollection", "dropIndex", "dropSearchIndex", "insert", "remove", "renameCollectionSameDB", "update", "updateSearchIndex")
 	userAdminActions = []string{"changeCustomData", "changePassword", "createRole", "createUser", "dropRole", "dropUser", "grantRole", "revokeRole", "setAuthenticationRestriction", "viewRole", "viewUser"}
-	monitorActions   = []string{"connPoolStats", "getCmdLineOpts", "getLog", "getParameter", "hostInfo", "inprog", "listDatabases", "listSessions", "netstat", "serverStatus", "top"}
-	hostMgrActions   = []string{"applicationMessage", "connPoolSync", "dropConnections", "fsync", "invalidateUserCache", "killAnyCursor", "killAnySession", "killop", "logRotate", "setParameter", "shutdown", "unlock"}
-	clusterMgrAction = []string{"appendOplogNote", "applicationMessage", "cleanupOrphaned", "listSessions"}
+	dbAdminActions   = []string{"analyze", "bypassDocumentValidation", "collMod", "collStats", "compact", "convertToCapped", "createCollection", "createIndex", "createSearchIndexes",
+		"dbStats", "dropCollection", "dropDatabase", "dropIndex", "dropSearchIndex", "enableProfiler", "listCollections", "listIndexes", "listSearchIndexes",
+		"planCacheIndexFilter", "planCacheRead", "planCacheWrite", "reIndex", "renameCollectionSameDB", "storageDetails", "updateSearchIndex", "validate"}
+	// dbAdmin's privilege on system.profile.
+	profileActions = withActions(readActions, "convertToCapped", "createCollection", "dropCollection")
+	monitorActions = []string{"connPoolStats", "getCmdLineOpts", "getDefaultRWConcern", "getLog", "getParameter", "getShardMap", "hostInfo", "inprog",
+		"listDatabases", "listSampledQueries", "listSessions", "listShards", "netstat", "operationMetrics", "replSetGetConfig", "replSetGetStatus",
+		"serverStatus", "shardedDataDistribution", "shardingState", "top", "useUUID"}
+	monitorDBActions = []string{"collStats", "dbStats", "getDatabaseVersion", "getShardVersion", "indexStats"}
+	hostMgrActions   = []string{"applicationMessage", "auditConfigure", "connPoolSync", "dropConnections", "flushRouterConfig", "fsync", "invalidateUserCache",
+		"killAnyCursor", "killAnySession", "killop", "logRotate", "oidReset", "replSetResizeOplog", "resync", "rotateCertificates", "setParameter",
+		"shutdown", "touch", "trafficRecord", "unlock"}
+	clusterMgrActions = []string{"addShard", "appendOplogNote", "applicationMessage", "checkMetadataConsistency", "cleanupOrphaned", "flushRouterConfig",
+		"getChangeStreamState", "getClusterParameter", "getDefaultRWConcern", "listSessions", "listShards", "removeShard", "replSetConfigure",
+		"replSetGetConfig", "replSetGetStatus", "replSetStateChange", "resync", "runTenantMigration", "setChangeStreamState", "setClusterParameter",
+		"setDefaultRWConcern", "setFeatureCompatibilityVersion"}
+	clusterMgrDBActions = []string{"analyzeShardKey", "clearJumboFlag", "configureQueryAnalyzer", "enableSharding", "moveChunk", "refineCollectionShardKey",
+		"reshardCollection", "splitChunk", "splitVector"}
+	restoreWriteActions = []string{"bypassDocumentValidation", "collMod", "convertToCapped", "createCollection", "createIndex", "createSearchIndexes",
+		"dropCollection", "insert", "updateSearchIndex"}
 )
 
-// rolePrivileges is what a built-in role granted on db gives.
+func withActions(base []string, more ...string) []string {
+	return append(append([]string{}, base...), more...)
+}
+
+// adminRolePrivileges are the privileges of the roles that exist only on
+// admin, computed once.
+var adminRolePrivileges = func() map[string][]privilege {
+	m := map[string][]privilege{}
+	for r := range adminRoles {
+		m[r] = mergePrivileges(nil, builtinPrivileges(roleRef{r, "admin"}), false)
+	}
+	return m
+}()
+
+// rolePrivileges is what a built-in role granted on db gives, its
+// privileges merged per resource as mongod lists them.
 func rolePrivileges(role roleRef) []privilege {
+	if dbRoles[role.Role] {
+		return mergePrivileges(nil, builtinPrivileges(role), false)
+	}
+	if role.DB != "admin" {
+		return nil
+	}
+	return adminRolePrivileges[role.Role]
+}
+
+// builtinPrivileges is mongod 7.0's src/mongo/db/auth/builtin_roles.yml
+// (the roles a role includes expanded into their privileges): match type
+// database is dbRes, exact_namespace nsRes, collection (that name in any
+// database) nsRes("", name), any_normal anyNormalRes, any anyResource,
+// cluster clusterRes. Its any_system_buckets privileges have no
+// counterpart here (mayfly has no time-series collections).
+func builtinPrivileges(role roleRef) []privilege {
 	db := role.DB
-	profile := nsRes(db, "system.profile")
+	sub := func(r string, on string) []privilege { return builtinPrivileges(roleRef{r, on}) }
+	anyRes := resource{Any: true}
 	switch role.Role {
 	case "read":
-		return []privilege{priv(dbRes(db), readActions...)}
+		return []privilege{priv(dbRes(db), readActions...), priv(nsRes(db, "system.js"), readActions...)}
 	case "readWrite":
-		return []privilege{priv(dbRes(db), readWriteActions...)}
+		return []privilege{priv(dbRes(db), readWriteActions...), priv(nsRes(db, "system.js"), readWriteActions...)}
 	case "dbAdmin":
-		return []privilege{priv(dbRes(db), dbAdminActions...), priv(profile, append(append([]string{}, readActions...), "convertToCapped", "createCollection", "dropCollection")...)}
+		return []privilege{priv(dbRes(db), withActions(dbAdminActions, "configureQueryAnalyzer")...), priv(nsRes(db, "system.profile"), profileActions...)}
 	case "userAdmin":
 		return []privilege{priv(dbRes(db), userAdminActions...)}
 	case "dbOwner":
-		var out []privilege
-		for _, r := range []string{"readWrite", "dbAdmin", "userAdmin"} {
-			out = append(out, rolePrivileges(roleRef{r, db})...)
-		}
-		return out
+		return append(append(sub("readWrite", db), sub("dbAdmin", db)...), sub("userAdmin", db)...)
 	}
 	if db != "admin" {
 		return nil
 	}
 	switch role.Role {
 	case "readAnyDatabase":
-		return []privilege{priv(anyNormalRes(), readActions...), priv(clusterRes(), "listDatabases")}
+		return []privilege{priv(anyNormalRes(), readActions...), priv(clusterRes(), "listDatabases"), priv(nsRes("", "system.js"), readActions...)}
 	case "readWriteAnyDatabase":
-		return []privilege{priv(anyNormalRes(), readWriteActions...), priv(clusterRes(), "listDatabases")}
-	case "dbAdminAnyDatabase":
-		return []privilege{priv(anyNormalRes(), dbAdminActions...), priv(clusterRes(), "listDatabases"),
-			priv(nsRes("", "system.profile"), "collStats", "dbStats", "find", "killCursors", "listCollections", "listIndexes", "dropCollection", "createCollection")}
+		return append(sub("readAnyDatabase", db), priv(anyNormalRes(), readWriteActions...), priv(nsRes("", "system.js"), readWriteActions...))
 	case "userAdminAnyDatabase":
-		return []privilege{priv(dbRes(""), userAdminActions...), priv(clusterRes(), "authSchemaUpgrade", "invalidateUserCache", "listDatabases", "viewUser"),
-			priv(nsRes("admin", "system.users"), "collStats", "dbHash", "dbStats", "find", "killCursors", "planCacheRead", "createIndex", "dropIndex")}
+		sysAuth := withActions(readActions, "createIndex", "createSearchIndexes", "dropIndex", "dropSearchIndex")
+		return []privilege{priv(anyNormalRes(), withActions(userAdminActions, "listCachedAndActiveUsers")...),
+			priv(dbRes("local"), userAdminActions...), priv(dbRes("config"), userAdminActions...),
+			priv(clusterRes(), "authSchemaUpgrade", "invalidateUserCache", "listDatabases", "viewUser"),
+			priv(nsRes("admin", "system.users"), sysAuth...), priv(nsRes("admin", "system.roles"), sysAuth...),
+			priv(nsRes("", "system.users"), readActions...), priv(nsRes("admin", "system.version"), readActions...),
+			priv(nsRes("admin", "system.backup_users"), readActions...)}
+	case "dbAdminAnyDatabase":
+		return []privilege{priv(clusterRes(), "applyOps", "listDatabases"), priv(anyNormalRes(), withActions(dbAdminActions, "configureQueryAnalyzer")...),
+			priv(nsRes("", "system.profile"), profileActions...)}
 	case "clusterMonitor":
-		// builtin_roles.yml: also read on config and local, and find on
-		// every system.profile.
-		return []privilege{priv(clusterRes(), monitorActions...), priv(dbRes(""), "collStats", "dbStats", "indexStats", "listCollections", "listIndexes"),
-			priv(dbRes("config"), readActions...), priv(dbRes("local"), readActions...), priv(nsRes("", "system.profile"), "find")}
+		out := append(sub("read", "config"), sub("read", "local")...)
+		return append(out, priv(clusterRes(), monitorActions...), priv(anyNormalRes(), monitorDBActions...),
+			priv(dbRes("config"), monitorDBActions...), priv(nsRes("config", "system.sessions"), monitorDBActions...),
+			priv(dbRes("local"), monitorDBActions...), priv(nsRes("local", "system.replset"), "find"),
+			priv(nsRes("local", "replset.election"), "find"), priv(nsRes("local", "replset.minvalid"), "find"),
+			priv(nsRes("", "system.profile"), "find"))
 	case "hostManager":
 		return []privilege{priv(clusterRes(), hostMgrActions...), priv(anyNormalRes(), "killCursors")}
 	case "clusterManager":
-		// builtin_roles.yml: also read on config, and insert, update and
-		// remove on config and local.
-		return []privilege{priv(clusterRes(), clusterMgrAction...), priv(anyNormalRes(), "enableSharding"),
-			priv(dbRes("config"), readActions...), priv(dbRes("config"), "insert", "update", "remove"), priv(dbRes("local"), "insert", "update", "remove")}
+		iur := []string{"insert", "update", "remove"}
+		return append(sub("read", "config"), priv(clusterRes(), clusterMgrActions...), priv(anyNormalRes(), clusterMgrDBActions...),
+			priv(dbRes("config"), clusterMgrDBActions...), priv(dbRes("local"), clusterMgrDBActions...),
+			priv(nsRes("local", "system.replset"), readActions...), priv(anyRes, "dbCheck"),
+			priv(nsRes("local", "system.healthlog"), readActions...), priv(dbRes("config"), iur...), priv(dbRes("local"), iur...),
+			priv(nsRes("local", "replset.election"), iur...), priv(nsRes("local", "replset.minvalid"), iur...))
 	case "clusterAdmin":
-		out := []privilege{priv(anyNormalRes(), "dropDatabase")}
-		for _, r := range []string{"clusterMonitor", "hostManager", "clusterManager"} {
-			out = append(out, rolePrivileges(roleRef{r, "admin"})...)
-		}
-		return out
+		out := append(append(sub("clusterMonitor", db), sub("hostManager", db)...), sub("clusterManager", db)...)
+		return append(out, priv(anyNormalRes(), "dropDatabase"), priv(anyRes, "exportCollection", "importCollection"))
 	case "backup":
-		return []privilege{priv(clusterRes(), "listDatabases", "serverStatus", "appendOplogNote", "getParameter"),
-			priv(dbRes(""), "collStats", "dbStats", "find", "killCursors", "listCollections", "listIndexes", "dbHash"),
-			priv(nsRes("", "system.js"), "find"), priv(nsRes("", "system.users"), "find"), priv(nsRes("admin", "system.version"), "find"),
-			priv(nsRes("", "system.profile"), "find"), priv(nsRes("admin", "system.roles"), "find"),
-			priv(resource{Any: true}, "collStats", "listCollections", "listIndexes"), priv(nsRes("config", "settings"), "insert", "update")}
+		// __queryableBackup, then backup's own.
+		return []privilege{priv(anyRes, "collStats", "listCollections", "listIndexes", "listSearchIndexes"), priv(anyNormalRes(), "find"),
+			priv(clusterRes(), "getParameter", "listDatabases", "useUUID"), priv(dbRes("config"), "find"), priv(dbRes("local"), "find"),
+			priv(nsRes("local", "replset.election"), "find"), priv(nsRes("local", "replset.minvalid"), "find"),
+			priv(nsRes("", "system.js"), "find"), priv(nsRes("", "system.users"), "find"), priv(nsRes("", "system.profile"), "find"),
+			priv(nsRes("admin", "system.backup_users"), "find"), priv(nsRes("admin", "system.roles"), "find"),
+			priv(nsRes("admin", "system.version"), "find"), priv(nsRes("config", "settings"), "find"),
+			priv(clusterRes(), "appendOplogNote", "serverStatus", "setUserWriteBlockMode"), priv(nsRes("config", "settings"), "insert", "update")}
 	case "restore":
-		acts := []string{"bypassDocumentValidation", "changeCustomData", "changePassword", "collMod", "convertToCapped", "createCollection", "createIndex", "createRole", "createUser", "dropCollection", "dropRole", "dropUser", "grantRole", "insert", "revokeRole", "viewRole", "viewUser", "listCollections", "listIndexes"}
-		return []privilege{priv(dbRes(""), acts...), priv(clusterRes(), "listDatabases", "getParameter"),
-			priv(nsRes("", "system.js"), "find", "insert", "remove", "update"),
-			priv(nsRes("", "system.users"), "find", "insert", "remove", "update", "createIndex"),
-			priv(nsRes("admin", "system.version"), "find", "insert", "remove", "update"), priv(nsRes("admin", "system.roles"), "createIndex"),
-			priv(resource{Any: true}, "listCollections")}
+		w := restoreWriteActions
+		return []privilege{priv(clusterRes(), "applyOps", "bypassWriteBlockingMode", "forceUUID", "getParameter", "setUserWriteBlockMode", "useUUID"),
+			priv(dbRes("local"), w...), priv(dbRes("config"), w...), priv(nsRes("local", "system.replset"), w...),
+			priv(nsRes("local", "replset.election"), w...), priv(nsRes("local", "replset.minvalid"), w...),
+			priv(anyRes, "listCollections"), priv(anyNormalRes(), append(withActions(w), userAdminActions...)...),
+			priv(nsRes("", "system.js"), w...), priv(nsRes("admin", "tempusers"), "find"), priv(nsRes("admin", "temproles"), "find"),
+			priv(nsRes("admin", "system.backup_users"), w...), priv(nsRes("admin", "system.version"), withActions(w, "find")...),
+			priv(nsRes("", "system.users"), withActions(w, "find", "remove", "update")...), priv(nsRes("admin", "system.roles"), "createIndex")}
+	case "directShardOperations":
+		return []privilege{priv(clusterRes(), "issueDirectShardOperations")}
 	case "root":
-		return []privilege{priv(resource{Any: true}, "*")}
+		var out []privilege
+		for _, r := range []string{"clusterAdmin", "userAdminAnyDatabase", "dbAdminAnyDatabase", "readWriteAnyDatabase", "backup", "restore", "directShardOperations"} {
+			out = append(out, sub(r, db)...)
+		}
+		return append(out, priv(anyRes, "validate"), priv(clusterRes(), "useTenant"),
+			priv(nsRes("config", "system.preimages"), "find", "remove"),
+			priv(nsRes("config", "system.change_collection"), "find", "insert", "remove", "update"))
 	}
 	return nil
 }
@@ -222,12 +287,14 @@ var cmdAuth = map[string]authNeed{
 	"update":        needUpdate,
 	"findAndModify": needFindAndModify,
 	"aggregate":     needAggregate,
-	"getMore":       needGetMore, "killCursors": onColl("killCursors"),
+	// getMore and killCursors need no action: a user may use the cursors
+	// they opened (authorize checks the owner; killAnyCursor kills others').
+	"getMore": anyUser, "killCursors": anyUser,
 	"create": onColl("createCollection"), "createIndexes": onColl("createIndex"),
 	"drop": onColl("dropCollection"), "dropIndexes": onColl("dropIndex"), "collMod": onColl("collMod"),
 	"listIndexes": onColl("listIndexes"), "collStats": onColl("collStats"),
 	"dropDatabase": onDB("dropDatabase"), "listCollections": onDB("listCollections"), "dbStats": onDB("dbStats"),
-	"profile":          onDB("enableProfiler"),
+	"profile":          needProfile,
 	"renameCollection": needRename,
 	"listDatabases":    anyUser, // filtered to the user's databases (filterDatabases)
 	"serverStatus":     onCluster("serverStatus"), "hostInfo": onCluster("hostInfo"),
@@ -284,13 +351,28 @@ func needFindAndModify(e *Engine, r *Request) ([]privilege, error) {
 	return []privilege{priv(nsRes(r.DB, r.Target()), acts...)}, nil
 }
 
+// initialSources are the stages that produce their own documents: an
+// aggregate starting with one needs no find on its namespace (mongod's
+// getPrivilegesForAggregate asks find only when the first stage is not an
+// initial source), only the stage's own privileges.
+var initialSources = map[string]bool{
+	"$collStats": true, "$indexStats": true, "$currentOp": true, "$listSessions": true, "$listLocalSessions": true,
+	"$documents": true, "$changeStream": true,
+}
+
 func needAggregate(e *Engine, r *Request) ([]privilege, error) {
 	var out []privilege
-	if r.Target() != "" {
-		out = append(out, priv(nsRes(r.DB, r.Target()), "find"))
-	}
 	pv, _ := r.Arg("pipeline")
 	stages, _ := pv.(bson.A)
+	first := ""
+	if len(stages) > 0 {
+		if d, ok := stages[0].(bson.D); ok && len(d) > 0 {
+			first = d[0].Key
+		}
+	}
+	if r.Target() != "" && !initialSources[first] {
+		out = append(out, priv(nsRes(r.DB, r.Target()), "find"))
+	}
 	for _, s := range stages {
 		d, ok := s.(bson.D)
 		if !ok || len(d) == 0 {
@@ -298,7 +380,18 @@ func needAggregate(e *Engine, r *Request) ([]privilege, error) {
 		}
 		switch d[0].Key {
 		case "$currentOp":
+			// mongod asks inprog only for allUsers; mayfly's operations do
+			// not record their user (allUsers: false shows them all), so
+			// it fails closed.
 			out = append(out, priv(clusterRes(), "inprog"))
+		case "$listSessions", "$listLocalSessions":
+			// mongod asks listSessions only for allUsers or other users'
+			// sessions; mayfly's sessions do not record their user yet
+			// (every one has the unauthenticated uid), so it cannot show a
+			// user only their own: it fails closed.
+			out = append(out, priv(clusterRes(), "listSessions"))
+		case "$changeStream":
+			out = append(out, priv(nsRes(r.DB, r.Target()), "changeStream", "find"))
 		case "$out", "$merge":
 			db, coll := r.DB, ""
 			switch t := d[0].Value.(type) {
@@ -333,16 +426,33 @@ func needAggregate(e *Engine, r *Request) ([]privilege, error) {
 			} else if s, ok := d[0].Value.(string); ok {
 				out = append(out, priv(nsRes(r.DB, s), "find"))
 			}
-		case "$collStats", "$indexStats":
+		case "$collStats":
 			out = append(out, priv(nsRes(r.DB, r.Target()), "collStats"))
+		case "$indexStats":
+			out = append(out, priv(nsRes(r.DB, r.Target()), "indexStats"))
 		}
 	}
 	return out, nil
 }
 
-func needGetMore(e *Engine, r *Request) ([]privilege, error) {
-	coll, _ := authStr(r.Cmd, "collection")
-	return []privilege{priv(nsRes(r.DB, coll), "find")}, nil
+// needProfile: reading the profiling settings ({profile: -1} alone) needs
+// only find on the database's system.profile; anything else enableProfiler
+// on the database (mongod's ProfileCmdBase::checkAuthForOperation).
+func needProfile(e *Engine, r *Request) ([]privilege, error) {
+	enable := []privilege{priv(dbRes(r.DB), "enableProfiler")}
+	if lv, ok := bsonx.ToInt64(r.Cmd[0].Value); !ok || lv >= 0 {
+		return enable, nil
+	}
+	for _, f := range r.Cmd[1:] {
+		if f.Key == "slowms" || f.Key == "sampleRate" {
+			return enable, nil
+		}
+	}
+	granted := e.userPrivileges(e.authenticatedUsers(r.Conn))
+	if view := priv(nsRes(r.DB, "system.profile"), "find"); hasPrivilege(granted, view) {
+		return []privilege{view}, nil
+	}
+	return enable, nil
 }
 
 func needExplain(e *Engine, r *Request) ([]privilege, error) {
@@ -472,8 +582,9 @@ func (e *Engine) authorize(c *Command, r *Request, users []*userRec) error {
 		a, _ := v.(bson.A)
 		for _, x := range a {
 			id, _ := bsonx.ToInt64(x)
-			if !e.cursorOwnedBy(id, users) && !hasPrivilege(granted, priv(clusterRes(), "killAnyCursor")) {
-				return mongoerr.New(mongoerr.Unauthorized, "not authorized to kill cursor on %s.%s", r.DB, r.Target())
+			if !e.cursorOwnedBy(id, users) && !hasPrivilege(granted, priv(nsRes(r.DB, r.Target()), "killAnyCursor")) &&
+				!hasPrivilege(granted, priv(clusterRes(), "killAnyCursor")) {
+				return e.notAuthorized(r)
 			}
 		}
 	case "listDatabases":

@@ -9,7 +9,7 @@ var dbRoles = map[string]bool{
 var adminRoles = map[string]bool{
 	"readAnyDatabase": true, "readWriteAnyDatabase": true, "userAdminAnyDatabase": true,
 	"dbAdminAnyDatabase": true, "clusterMonitor": true, "clusterManager": true, "hostManager": true,
-	"clusterAdmin": true, "backup": true, "restore": true, "root": true,
+	"clusterAdmin": true, "backup": true, "restore": true, "root": true, "directShardOperations": true,
 }
 
 func builtinRoleExists(r roleRef) bool {

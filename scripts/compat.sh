@@ -13,9 +13,23 @@
 # Then, unless MAYFLY_COMPAT_SKIP_AUTH=1, the auth pass: a second mayfly
 # built from this tree with --auth (root from MAYFLY_INITDB_ROOT_USERNAME/
 # _PASSWORD), the Node.js auth checks (scripts/node/auth.js: both SCRAM
-# mechanisms, wrong password, creates a readWriteAnyDatabase user) and the Go
-# suite again as that user (MAYFLY_COMPAT_AUTH_PASS=1: tests needing more than
+# mechanisms, wrong password, a readWrite user of one database confined to
+# it, creates a readWriteAnyDatabase user) and the Go suite again as that
+# user (MAYFLY_COMPAT_AUTH_PASS=1: tests needing more than
 # readWriteAnyDatabase skip with the privilege they need).
+# Why readWriteAnyDatabase and not readWrite for the Go suite: every test
+# works in its own database (cx_<TestName>, made and dropped on the fly,
+# one per test) and some reach others (config.system.sessions, listDatabases,
+# fixed names such as "disk" or "slowlog"); mongod's roles name one database
+# each, with no wildcard, so a readWrite user would need a root connection
+# granting it every test's database as the test starts. readWriteAnyDatabase
+# is readWrite's actions on every normal database, the closest single role;
+# auth.js checks a true readWrite user.
+#
+# Then the TLS pass: scripts/node/tls.js (the Node.js driver's tls=true,
+# tlsCAFile, tlsCertificateKeyFile against requireTLS servers) through
+# go test ./server -run TestIssue15TLSNode, which makes the CA and the
+# certificates at run time (internal/testpki) and starts the servers.
 #
 # Counts every Go test (top level) and every script as one; the last line is
 # exactly "N passed, N failed"; the exit status is non-zero on any failure.
@@ -270,6 +284,24 @@ elif [ $have_clients -eq 1 ]; then
   auth_pass
 else
   fail "auth pass (needs the Node.js driver to create its user)"
+fi
+
+# 6. The TLS pass: the Node.js driver over TLS (in-process servers with
+# certificates made at run time).
+tls_pass() {
+  log "TLS pass: Node.js driver TLS (scripts/node/tls.js via go test ./server -run TestIssue15TLSNode)"
+  if MAYFLY_REQUIRE_NODE=1 go test ./server -run '^TestIssue15TLSNode$' -count=1 -v -timeout 300s >"$TMP/tls-node.log" 2>&1; then
+    grep -E '^\s*(tls_node_test\.go:[0-9]+: )?((not )?ok - |[0-9]+ checks passed)' "$TMP/tls-node.log" | sed -E 's/^\s*(tls_node_test\.go:[0-9]+: )?//'
+    pass "node tls.js (requireTLS, client certificates)"
+  else
+    grep -vE 'logger\.go' "$TMP/tls-node.log" | tail -40
+    fail "node tls.js (requireTLS, client certificates)"
+  fi
+}
+if [ $have_clients -eq 1 ]; then
+  tls_pass
+else
+  fail "TLS pass (needs the Node.js driver)"
 fi
 
 summary

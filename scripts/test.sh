@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # THE test command: everything CI runs, in order.
-#   1. gofmt check   2. go vet ./...   3. go test -race -short ./... then go test ./...
+#   1. gofmt check, docker-compose.yml's compose config (when a Compose binary
+#      exists)   2. go vet ./...   3. go test -race -short ./... then go test ./...
 #   4. scripts/compat.sh against the freshly built binary (Go driver suite,
 #      mongosh, Node.js driver; clients are installed into .cache/ once)
 #   5. the benchmark smoke run, go run ./scripts/bench --small (if present)
@@ -26,6 +27,31 @@ if [ -z "$unformatted" ]; then
 else
   echo "$unformatted"
   fail "gofmt (files above need gofmt -w)"
+fi
+
+banner "docker-compose.yml (compose config)"
+# Validates docker-compose.yml with whichever Compose is installed (the
+# compose plugin, or Debian's docker-compose package; no Docker engine is
+# needed), with the root credentials taken from the environment: the
+# MAYFLY_INITDB_ROOT_* reach the server and the compat service's URI.
+# Without a Compose binary the check is skipped, saying so.
+compose=()
+if docker compose version >/dev/null 2>&1; then
+  compose=(docker compose)
+elif command -v docker-compose >/dev/null 2>&1; then
+  compose=(docker-compose)
+fi
+if [ ${#compose[@]} -eq 0 ]; then
+  echo "SKIP: no docker compose / docker-compose binary (apt-get install docker-compose gives one)"
+elif out=$(MAYFLY_ROOT_USERNAME=ci_root MAYFLY_ROOT_PASSWORD=ci_pw "${compose[@]}" -f docker-compose.yml config 2>&1) &&
+  grep -q 'MAYFLY_INITDB_ROOT_USERNAME: ci_root' <<<"$out" &&
+  grep -q 'MAYFLY_INITDB_ROOT_PASSWORD: ci_pw' <<<"$out" &&
+  grep -q 'mongodb://ci_root:ci_pw@mayfly:27017/?authSource=admin' <<<"$out" &&
+  grep -q -- '--auth' <<<"$out"; then
+  pass "${compose[*]} config (docker-compose.yml)"
+else
+  echo "$out"
+  fail "${compose[*]} config (docker-compose.yml rejected, or the root user does not reach both services)"
 fi
 
 banner "go vet ./..."

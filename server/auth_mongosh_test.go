@@ -12,7 +12,9 @@ import (
 
 // TestIssue15AuthMongosh: mongosh against --auth: db.createUser through
 // the localhost exception, -u/-p/--authenticationDatabase, db.auth,
-// db.getUsers, db.changeUserPassword, and a refused command. Like
+// db.getUsers, db.changeUserPassword, a refused command, and
+// --authenticationMechanism SCRAM-SHA-1 and SCRAM-SHA-256 with the right
+// and a wrong password. Like
 // TestMongoshSmoke it needs mongosh in .cache.
 func TestIssue15AuthMongosh(t *testing.T) {
 	bin := needMongosh(t)
@@ -57,5 +59,17 @@ func TestIssue15AuthMongosh(t *testing.T) {
 	out, err = mongosh("app", "--eval", "db.auth('ann', 'annpw')")
 	if err == nil || !strings.Contains(out, "Authentication failed") {
 		t.Fatalf("db.auth with the old password: %v\n%s", err, out)
+	}
+	// Both mechanisms from the command line, right and wrong password.
+	for _, mech := range []string{"SCRAM-SHA-1", "SCRAM-SHA-256"} {
+		out, err = mongosh("app", "-u", "ann", "-p", "newpw", "--authenticationMechanism", mech, "--eval",
+			"db.runCommand({connectionStatus: 1}).authInfo.authenticatedUsers[0].user + '/' + db.c.countDocuments()")
+		if err != nil || !strings.HasSuffix(out, "ann/2") {
+			t.Fatalf("mongosh --authenticationMechanism %s: %v\n%s", mech, err, out)
+		}
+		out, err = mongosh("app", "-u", "ann", "-p", "wrong", "--authenticationMechanism", mech, "--eval", "'in'")
+		if err == nil || !strings.Contains(out, "Authentication failed") {
+			t.Fatalf("mongosh --authenticationMechanism %s with a wrong password: %v\n%s", mech, err, out)
+		}
 	}
 }

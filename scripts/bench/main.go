@@ -1,7 +1,8 @@
 // Command bench measures mayfly: YCSB-style workloads, bulk load, point
 // reads, indexed range queries and aggregation through the Go driver, the
 // cost of TTL (query-time predicate, reaper purge rate, foreground latency
-// while purging, disk after purge), and — in the same run — the two
+// while purging, disk after purge), the cost of authentication per
+// connection and of TLS on point reads (ratios to plain), and — in the same run — the two
 // ceilings the figures are divided by: the wire ceiling (the same driver and
 // clients sending ping) and the engine ceiling (the same key-value work done
 // directly on Pebble through storage/pebblekv).
@@ -55,7 +56,7 @@ type config struct {
 }
 
 // phases, in run order; --workloads selects among them.
-var allPhases = []string{"ping", "kv", "load", "pointread", "a", "b", "c", "f", "d", "e", "range", "agg", "compress", "ttlscan", "ttlpurge"}
+var allPhases = []string{"ping", "kv", "load", "pointread", "a", "b", "c", "f", "d", "e", "range", "agg", "compress", "ttlscan", "ttlpurge", "auth", "tls"}
 
 func main() {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)

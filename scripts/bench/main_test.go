@@ -41,7 +41,9 @@ func TestSmallRun(t *testing.T) {
 		"point read by _id (uniform)", "YCSB A: 50% read / 50% update", "YCSB E: 95% scan ≤100 / 5% insert",
 		"indexed range query (10 docs)", "full scan, TTL on (nothing expired)", "ttl: point read while reaper purges",
 		"point read by _id, none", "point read by _id, snappy", "point read by _id, zstd", "point read by _id, zlib",
-		"find 100 docs, none", "find 100 docs, snappy", "find 100 docs, zstd", "find 100 docs, zlib"} {
+		"find 100 docs, none", "find 100 docs, snappy", "find 100 docs, zstd", "find 100 docs, zlib",
+		"new connection + ping, no authentication", "new connection + ping, SCRAM-SHA-256", "new connection + ping, SCRAM-SHA-1",
+		"point read by _id, plain (1 client)", "point read by _id, TLS (1 client)", "point read by _id, TLS (8 clients)"} {
 		r, ok := byName[name]
 		if !ok {
 			t.Errorf("no %q row", name)
@@ -63,6 +65,12 @@ func TestSmallRun(t *testing.T) {
 			if !(w > 0) || (c != "snappy" && strings.HasPrefix(name, "find") && w >= 1) {
 				t.Errorf("%q: reply wire bytes per byte %v", name, w)
 			}
+		}
+	}
+	// The security rows carry their ratio to the plain figure.
+	for _, name := range []string{"new connection + ping, SCRAM-SHA-256", "new connection + ping, SCRAM-SHA-1", "point read by _id, TLS (1 client)", "point read by _id, TLS (8 clients)"} {
+		if r := byName[name]; r.Ratio <= 0 || r.Vs == "" {
+			t.Errorf("%q has no ratio to plain: %+v", name, r)
 		}
 	}
 	if rep.TTL == nil || rep.TTL.LiveBytes.SST == 0 || rep.TTL.IdlePurgePerSec <= 0 {

@@ -79,6 +79,8 @@ func (b *bench) runAll(ctx context.Context) error {
 		{"compress", b.compression},
 		{"ttlscan", b.ttlScan},
 		{"ttlpurge", b.ttlPurge},
+		{"auth", b.authConnects},
+		{"tls", b.tlsPointReads},
 	}
 	for _, s := range steps {
 		if !w[s.name] {

@@ -5,8 +5,9 @@
 // Creates USER in admin with readWriteAnyDatabase (both SCRAM mechanisms,
 // as createUser does by default; an existing USER is updated), then checks
 // SCRAM-SHA-256 and SCRAM-SHA-1 with the right password, 18
-// AuthenticationFailed with a wrong one, and 13 Unauthorized without
-// credentials. Exits non-zero on any mismatch.
+// AuthenticationFailed with a wrong one, 13 Unauthorized without
+// credentials, and a readWrite user of one database (USER_db in
+// node_auth_rw) confined to it. Exits non-zero on any mismatch.
 'use strict';
 
 const assert = require('node:assert/strict');
@@ -88,6 +89,52 @@ async function main() {
         return true;
       });
     });
+  });
+
+  // A readWrite user of one database, as the issue's "readWrite user": it
+  // reads and writes there, is refused elsewhere (13), and listDatabases
+  // shows it only its own database.
+  const dbUser = `${user}_db`;
+  await step('root creates a readWrite user of node_auth_rw', async () => {
+    await withClient(creds(rootUser, rootPwd, 'SCRAM-SHA-256'), async (c) => {
+      const db = c.db('node_auth_rw');
+      try {
+        await db.command({ createUser: dbUser, pwd, roles: ['readWrite'] });
+      } catch (e) {
+        if (!(e instanceof MongoServerError) || e.code !== 51003) throw e; // UserAlreadyExists
+        await db.command({ updateUser: dbUser, pwd, roles: ['readWrite'] });
+      }
+      await c.db('node_auth_other').collection('c').insertOne({ _id: 1 }).catch((e) => {
+        if (!(e instanceof MongoServerError) || e.code !== 11000) throw e;
+      });
+    });
+  });
+  await step('readWrite on node_auth_rw: reads and writes there, 13 elsewhere', async () => {
+    const c = new MongoClient(base, { ...opts, auth: { username: dbUser, password: pwd }, authSource: 'node_auth_rw' });
+    try {
+      const coll = c.db('node_auth_rw').collection('c');
+      await coll.deleteMany({});
+      await coll.insertMany([{ _id: 1 }, { _id: 2 }]);
+      await coll.updateOne({ _id: 1 }, { $set: { x: 1 } });
+      assert.deepEqual(await coll.find().sort({ _id: 1 }).toArray(), [{ _id: 1, x: 1 }, { _id: 2 }]);
+      await coll.createIndex({ x: 1 });
+      for (const op of [
+        () => c.db('node_auth_other').collection('c').findOne({}),
+        () => c.db('node_auth_other').collection('c').insertOne({ _id: 2 }),
+        () => c.db('node_auth_rw').command({ dropDatabase: 1 }),
+        () => c.db('admin').command({ serverStatus: 1 }),
+      ]) {
+        await assert.rejects(op(), (e) => {
+          assert.equal(e.code, 13, String(e));
+          return true;
+        });
+      }
+      const names = (await c.db('admin').admin().listDatabases({ nameOnly: true })).databases.map((d) => d.name);
+      assert.deepEqual(names, ['node_auth_rw']);
+      await coll.drop();
+    } finally {
+      await c.close().catch(() => {});
+    }
   });
 
   await step('no credentials: find fails with 13 Unauthorized', async () => {
