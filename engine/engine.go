@@ -19,7 +19,7 @@ import (
 // Config configures an Engine.
 type Config struct {
 	// KV is the opened store. The engine does not close it.
-	KV     storage.KV
+	KV     storage.TxnKV
 	Logger *zap.Logger
 	// Clock decides expiry; nil means the system clock.
 	Clock ttl.Clock
@@ -75,7 +75,7 @@ type CompressionFigures struct {
 
 // Engine is one mayfly database instance.
 type Engine struct {
-	kv     storage.KV
+	kv     storage.TxnKV
 	log    *zap.Logger
 	clock  ttl.Clock
 	slowMS time.Duration
@@ -94,6 +94,9 @@ type Engine struct {
 	savedHWM  atomic.Int64 // the persisted lease (Unix ms)
 	leaseMu   sync.Mutex
 	inflight  atomic.Int64
+	// writeConflicts counts storage transactions retried after a
+	// conflict (serverStatus metrics.operation.writeConflicts).
+	writeConflicts atomic.Int64
 	fgOps     atomic.Int64
 	reaper    *reaper
 	compactCh chan [2][]byte
