@@ -27,6 +27,10 @@ import (
 // Collection-level exclusion against DDL (createIndexes, collMod, drop,
 // rename) stays the collection's RWMutex: writers hold it shared.
 
+// testHookBeforeCommit, set by tests only, runs between a write's staging
+// and its commit.
+var testHookBeforeCommit func(r *Request)
+
 // maxTxnAttempts bounds the retries of one write; a write conflicting this
 // often is starved and answers WriteConflict (112) rather than spinning.
 const maxTxnAttempts = 1000
@@ -48,6 +52,9 @@ func (e *Engine) runTxn(r *Request, fn func(tx storage.Txn) (onCommit func(), er
 		}
 		done, err := fn(tx)
 		if err == nil {
+			if h := testHookBeforeCommit; h != nil {
+				h(r)
+			}
 			err = tx.Commit(ctx, sync)
 		}
 		_ = tx.Rollback()
