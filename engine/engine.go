@@ -90,16 +90,16 @@ type Engine struct {
 
 	// hwm is the expiry clock's high-water mark (Unix ms): now never runs
 	// backwards, across restarts too (spec §6.5).
-	hwm       atomic.Int64
-	savedHWM  atomic.Int64 // the persisted lease (Unix ms)
-	leaseMu   sync.Mutex
-	inflight  atomic.Int64
+	hwm      atomic.Int64
+	savedHWM atomic.Int64 // the persisted lease (Unix ms)
+	leaseMu  sync.Mutex
+	inflight atomic.Int64
 	// writeConflicts counts storage transactions retried after a
 	// conflict (serverStatus metrics.operation.writeConflicts).
 	writeConflicts atomic.Int64
-	fgOps     atomic.Int64
-	reaper    *reaper
-	compactCh chan [2][]byte
+	fgOps          atomic.Int64
+	reaper         *reaper
+	compactCh      chan [2][]byte
 
 	ops struct {
 		insert, query, update, delete, getmore, command atomic.Int64
