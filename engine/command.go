@@ -13,6 +13,7 @@ import (
 
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
+	"github.com/mayflydb/mayfly/storage"
 	"github.com/mayflydb/mayfly/wire"
 )
 
@@ -35,6 +36,13 @@ type Request struct {
 	// authDBFilter, set by authorization, keeps listDatabases to the
 	// databases the user has privileges on.
 	authDBFilter func(db string) bool
+	// txn is the storage transaction of the multi-document transaction the
+	// command runs in (nil outside one): reads see its snapshot and own
+	// writes, writes are staged into it and committed by commitTransaction.
+	txn storage.Txn
+	// txnOnCommit collects what the transaction's statements account once
+	// it commits (document counters).
+	txnOnCommit *[]func()
 	// queries are the queries the command compiled, for the slow-query
 	// log's planSummary and examined counts (slowlog.go).
 	queries []*compiledQuery

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/mayflydb/mayfly/internal/mongoerr"
 	"github.com/mayflydb/mayfly/storage"
 )
@@ -39,7 +41,25 @@ const maxTxnAttempts = 1000
 // conflict. fn stages writes into tx and may return an onCommit function,
 // run once after the successful commit (counters, results: anything fn
 // must not leave behind when its attempt is thrown away).
+//
+// Inside a multi-document transaction (r.txn set) fn stages into that
+// transaction once, nothing commits, and a conflict is the transaction's
+// WriteConflict, which the client retries whole.
 func (e *Engine) runTxn(r *Request, fn func(tx storage.Txn) (onCommit func(), err error)) error {
+	if r != nil && r.txn != nil {
+		done, err := fn(r.txn)
+		if err != nil {
+			if storage.IsConflict(err) {
+				e.writeConflicts.Add(1)
+				return errWriteConflictInTxn()
+			}
+			return err
+		}
+		if done != nil && r.txnOnCommit != nil {
+			*r.txnOnCommit = append(*r.txnOnCommit, done)
+		}
+		return nil
+	}
 	sync := r != nil && r.SyncRequested()
 	ctx := context.Background()
 	if r != nil && r.Ctx != nil {
@@ -80,6 +100,15 @@ func (e *Engine) runTxn(r *Request, fn func(tx storage.Txn) (onCommit func(), er
 			backoff(attempt)
 		}
 	}
+}
+
+// errWriteConflictInTxn is mongod's answer to a conflict inside a
+// multi-document transaction: WriteConflict with the TransientTransactionError
+// label, which makes the drivers retry the whole transaction.
+func errWriteConflictInTxn() error {
+	err := mongoerr.New(mongoerr.WriteConflict, "Caused by :: Write conflict during plan execution and yielding is disabled. :: Please retry your operation or multi-document transaction.")
+	err.Extra = bson.D{{Key: "errorLabels", Value: bson.A{"TransientTransactionError"}}}
+	return err
 }
 
 // backoff sleeps a little before the attempt-th retry: growing, randomised
