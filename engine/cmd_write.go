@@ -279,17 +279,18 @@ func (e *Engine) applyUpdate(r *Request, coll string, q *querySpec, upd *update.
 	res := &updateResult{}
 	for attempt := 0; attempt < maxTxnAttempts; attempt++ {
 		var guard storage.Txn
-		if upsert {
+		switch {
+		case r.txn != nil:
+			guard = r.txn // a multi-document transaction: matched at its snapshot
+		case upsert:
 			// Begin before matching: "nothing matches" is then true as of
 			// the guard transaction's snapshot or later.
 			if guard, err = e.kv.Begin(); err != nil {
 				return nil, err
 			}
+			defer guard.Rollback()
 		}
 		done, err := e.updateAttempt(r, c, q, upd, multi, upsert, wantDocs, res, guard)
-		if guard != nil {
-			_ = guard.Rollback()
-		}
 		if done || err != nil {
 			return res, err
 		}
@@ -363,6 +364,10 @@ func (e *Engine) updateAttempt(r *Request, c *Collection, q *querySpec, upd *upd
 		return true, nil
 	}
 	err = e.upsertInsert(r, c, guard, q.filter, upd, res, wantDocs)
+	if storage.IsConflict(err) && r.txn != nil {
+		e.writeConflicts.Add(1)
+		return true, errWriteConflictInTxn()
+	}
 	if storage.IsConflict(err) {
 		e.writeConflicts.Add(1)
 		return false, nil
@@ -412,14 +417,20 @@ func (e *Engine) upsertInsert(r *Request, c *Collection, tx storage.Txn, filter 
 	if err != nil {
 		return err
 	}
-	ctx := context.Background()
-	if r.Ctx != nil {
-		ctx = r.Ctx
+	if r.txn != nil {
+		if r.txnOnCommit != nil {
+			*r.txnOnCommit = append(*r.txnOnCommit, account)
+		}
+	} else {
+		ctx := context.Background()
+		if r.Ctx != nil {
+			ctx = r.Ctx
+		}
+		if err := tx.Commit(ctx, r.SyncRequested()); err != nil {
+			return err
+		}
+		account()
 	}
-	if err := tx.Commit(ctx, r.SyncRequested()); err != nil {
-		return err
-	}
-	account()
 	res.upsertedID = nd[0].Value
 	if wantDocs {
 		res.after = withTS(nd, ts)
