@@ -288,9 +288,11 @@ func (e *Engine) applyUpdate(r *Request, coll string, q *querySpec, upd *update.
 			if guard, err = e.kv.Begin(); err != nil {
 				return nil, err
 			}
-			defer guard.Rollback()
 		}
 		done, err := e.updateAttempt(r, c, q, upd, multi, upsert, wantDocs, res, guard)
+		if guard != nil && guard != r.txn {
+			_ = guard.Rollback()
+		}
 		if done || err != nil {
 			return res, err
 		}
