@@ -43,6 +43,9 @@ type Request struct {
 	// txnOnCommit collects what the transaction's statements account once
 	// it commits (document counters).
 	txnOnCommit *[]func()
+	// sessTxn is the session's transaction state while a transaction
+	// command holds it.
+	sessTxn *sessionTxn
 	// queries are the queries the command compiled, for the slow-query
 	// log's planSummary and examined counts (slowlog.go).
 	queries []*compiledQuery
@@ -210,14 +213,33 @@ func (e *Engine) dispatch(r *Request) (bson.D, error) {
 			r.Deadline = time.Now().Add(time.Duration(ms) * time.Millisecond)
 		}
 	}
-	if err := checkWriteConcern(r); err != nil {
+	finishTxn, err := e.enterTxn(r, c) // transactions.go
+	if err != nil {
 		return nil, err
 	}
-	if err := checkReadConcern(r, c.Name); err != nil {
-		return nil, err
+	var body bson.D
+	if finishTxn != nil {
+		// Release the session whatever happens, a panic included.
+		defer func() {
+			if p := recover(); p != nil {
+				finishTxn(nil, mongoerr.New(mongoerr.InternalError, "panic"))
+				panic(p)
+			}
+			finishTxn(body, err)
+		}()
+	}
+	if r.sessTxn == nil || c.Name == "commitTransaction" || c.Name == "abortTransaction" {
+		if err = checkWriteConcern(r); err != nil {
+			return nil, err
+		}
+	}
+	if r.sessTxn == nil {
+		if err = checkReadConcern(r, c.Name); err != nil {
+			return nil, err
+		}
 	}
 	e.countOp(c.Name)
-	body, err := c.Run(e, r)
+	body, err = c.Run(e, r)
 	if r.DB == usersDB && (r.Target() == usersColl || r.Target() == rolesColl || c.Name == "dropDatabase") && c.Name != "find" {
 		// A direct change to admin.system.users (a restore, a root user's
 		// update) reaches the user cache too.

@@ -97,9 +97,13 @@ type Engine struct {
 	// writeConflicts counts storage transactions retried after a
 	// conflict (serverStatus metrics.operation.writeConflicts).
 	writeConflicts atomic.Int64
-	fgOps          atomic.Int64
-	reaper         *reaper
-	compactCh      chan [2][]byte
+	// txns is the sessions' multi-document transaction state.
+	txns txnTable
+	// replSetName is --replSet (empty: a standalone).
+	replSetName string
+	fgOps       atomic.Int64
+	reaper      *reaper
+	compactCh   chan [2][]byte
 
 	ops struct {
 		insert, query, update, delete, getmore, command atomic.Int64
@@ -263,6 +267,7 @@ func (e *Engine) clockLoop() {
 			return
 		case <-t.C:
 			e.nowMS()
+			e.sweepTxns(e.clock.Now()) // transactionLifetimeLimitSeconds
 		}
 	}
 }

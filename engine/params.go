@@ -3,6 +3,7 @@ package engine
 import (
 	"sort"
 	"sync/atomic"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -113,6 +114,7 @@ func (e *Engine) runtimeParams() bson.D {
 		{Key: "internalQueryMaxBlockingSortMemoryUsageBytes", Value: int32(e.params.sortMemLimit())},
 		{Key: "internalQueryMaxPushBytes", Value: int32(e.params.exprLimit(&e.params.pushMem))},
 		{Key: "internalQueryMaxRangeBytes", Value: int32(e.params.exprLimit(&e.params.rangeMem))},
+		{Key: "transactionLifetimeLimitSeconds", Value: int32(e.txns.lifetimeLimit() / time.Second)},
 	}
 }
 
@@ -168,6 +170,16 @@ func cmdSetParameter(e *Engine, r *Request) (bson.D, error) {
 
 func (e *Engine) setParam(name string, v any) error {
 	switch name {
+	case "transactionLifetimeLimitSeconds":
+		n, ok := bsonx.ToInt64(v)
+		if !ok {
+			return mongoerr.New(mongoerr.BadValue, "Invalid value for parameter %s: %v", name, v)
+		}
+		if n < 1 {
+			return mongoerr.New(mongoerr.BadValue, "Invalid value for parameter transactionLifetimeLimitSeconds: %d is not greater than or equal to 1", n)
+		}
+		e.txns.lifetime.Store(n)
+		return nil
 	case "allowDiskUseByDefault":
 		// an IDL bool parameter takes any value by its truth (coerce<bool>)
 		e.params.diskUseOff.Store(!truthy(v))
