@@ -90,6 +90,9 @@ type Store struct {
 	syncerDone chan struct{}
 	log        *zap.Logger
 	guard      *diskGuard // nil without Options.DiskGuard
+
+	// cc orders commits and detects transaction conflicts (txn.go).
+	cc conflicts
 }
 
 var _ storage.KV = (*Store)(nil)
@@ -555,7 +558,8 @@ func (b *batch) MarkEssential() { b.essential = true }
 // a later synced write forces it out, and fsynced with that write: until
 // then a process crash (kill -9) loses it, as a machine crash loses what
 // the OS had not written back. The store's WAL syncer bounds that window
-// to Options.WALSyncInterval.
+// to Options.WALSyncInterval. The commit is numbered and recorded like a
+// transaction's, so transactions that touch its keys conflict (txn.go).
 func (b *batch) Commit(sync bool) error {
 	if b.s.closed.Load() {
 		return ErrClosed
@@ -571,14 +575,7 @@ func (b *batch) Commit(sync bool) error {
 			return err
 		}
 	}
-	if sync {
-		return b.b.Commit(pebble.Sync)
-	}
-	if err := b.b.Commit(pebble.NoSync); err != nil {
-		return err
-	}
-	b.s.unsynced.Store(true)
-	return nil
+	return b.s.commitBatch(b.b, sync)
 }
 
 // Len is the number of operations (Pebble's own Len is the byte size).

@@ -1,0 +1,641 @@
+package pebblekv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/mayflydb/mayfly/storage"
+)
+
+func begin(t *testing.T, s *Store) storage.Txn {
+	t.Helper()
+	tx, err := s.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func wantGet(t *testing.T, r storage.Reader, key, want string) {
+	t.Helper()
+	v, err := r.Get([]byte(key))
+	if want == "" {
+		if !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("Get %s = %q, %v; want not found", key, v, err)
+		}
+		return
+	}
+	if err != nil || string(v) != want {
+		t.Fatalf("Get %s = %q, %v; want %q", key, v, err, want)
+	}
+}
+
+func wantConflict(t *testing.T, err error) {
+	t.Helper()
+	if !storage.IsConflict(err) {
+		t.Fatalf("want a write conflict, got %v", err)
+	}
+}
+
+func commit(t *testing.T, tx storage.Txn) {
+	t.Helper()
+	if err := tx.Commit(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTxnOwnWritesGet: Get sees the snapshot overlaid with the
+// transaction's own writes, including writes made after earlier reads; the
+// store sees nothing until Commit, then everything.
+func TestTxnOwnWritesGet(t *testing.T) {
+	s := openMem(t)
+	put(t, s, "a", "1", "b", "2", "c", "3")
+	tx := begin(t, s)
+	wantGet(t, tx, "a", "1")
+	must(t, tx.Set([]byte("b"), []byte("20")))
+	must(t, tx.Delete([]byte("c")))
+	must(t, tx.Set([]byte("d"), []byte("4")))
+	wantGet(t, tx, "a", "1")
+	wantGet(t, tx, "b", "20")
+	wantGet(t, tx, "c", "")
+	wantGet(t, tx, "d", "4")
+	must(t, tx.Set([]byte("a"), []byte("10")))
+	must(t, tx.DeleteSized([]byte("d"), 1))
+	must(t, tx.Set([]byte("c"), []byte("30")))
+	wantGet(t, tx, "a", "10")
+	wantGet(t, tx, "c", "30")
+	wantGet(t, tx, "d", "")
+	if tx.Len() != 6 {
+		t.Fatalf("Len = %d, want 6", tx.Len())
+	}
+	wantGet(t, s, "a", "1")
+	wantGet(t, s, "d", "")
+	commit(t, tx)
+	wantGet(t, s, "a", "10")
+	wantGet(t, s, "b", "20")
+	wantGet(t, s, "c", "30")
+	wantGet(t, s, "d", "")
+}
+
+// iterModel is the expected behaviour of an iterator over sorted keys,
+// including Pebble's rules for stepping off either end.
+type iterModel struct {
+	keys, vals []string
+	pos        int // -1 before the start, len(keys) after the end
+}
+
+func (m *iterModel) valid() bool { return m.pos >= 0 && m.pos < len(m.keys) }
+
+func (m *iterModel) step(op string, arg string) bool {
+	n := len(m.keys)
+	switch op {
+	case "First":
+		m.pos = 0
+		if n == 0 {
+			m.pos = n
+		}
+	case "Last":
+		m.pos = n - 1
+	case "SeekGE":
+		m.pos = sort.SearchStrings(m.keys, arg)
+	case "SeekLT":
+		m.pos = sort.SearchStrings(m.keys, arg) - 1
+	case "Next":
+		if m.pos < n {
+			m.pos++
+		}
+	case "Prev":
+		if m.pos >= 0 {
+			m.pos--
+		}
+	}
+	return m.valid()
+}
+
+func doOp(it storage.Iterator, op, arg string) bool {
+	switch op {
+	case "First":
+		return it.First()
+	case "Last":
+		return it.Last()
+	case "SeekGE":
+		return it.SeekGE([]byte(arg))
+	case "SeekLT":
+		return it.SeekLT([]byte(arg))
+	case "Next":
+		return it.Next()
+	default:
+		return it.Prev()
+	}
+}
+
+// TestTxnIteratorMergesOwnWrites: random committed data, random own writes
+// (sets, overwrites, deletes of present and absent keys), random bounds and
+// random walks mixing seeks and both directions, checked step by step
+// against a model. Writes made after an iterator was created are invisible
+// to it. A transaction without writes takes the plain snapshot path, which
+// checks the model itself against Pebble.
+func TestTxnIteratorMergesOwnWrites(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	key := func() string { return fmt.Sprintf("k%02d", rng.Intn(40)) }
+	rounds := 200
+	if testing.Short() {
+		rounds = 60
+	}
+	for round := 0; round < rounds; round++ {
+		s, err := Open("mem", Options{InMemory: true, CacheSize: 1 << 20, WALSyncInterval: -1})
+		must(t, err)
+		state := map[string]string{}
+		b := s.NewBatch()
+		for i := rng.Intn(25); i > 0; i-- {
+			k := key()
+			v := "c" + k
+			b.Set([]byte(k), []byte(v))
+			state[k] = v
+		}
+		must(t, b.Commit(false))
+		b.Close()
+		tx := begin(t, s)
+		// Committed after Begin: invisible.
+		put(t, s, "k05", "late", "k33", "late", "zz", "late")
+		nw := rng.Intn(15)
+		if round%5 == 0 {
+			nw = 0
+		}
+		if round%7 == 1 {
+			// A read before the writes builds the own-write map early.
+			tx.Get([]byte("k00"))
+		}
+		for i := 0; i < nw; i++ {
+			k := key()
+			if rng.Intn(3) == 0 {
+				must(t, tx.Delete([]byte(k)))
+				delete(state, k)
+			} else {
+				v := fmt.Sprintf("w%d", i)
+				must(t, tx.Set([]byte(k), []byte(v)))
+				state[k] = v
+			}
+			if rng.Intn(4) == 0 {
+				tx.Get([]byte(k)) // interleaved reads extend the map
+			}
+		}
+		for k := range state {
+			wantGet(t, tx, k, state[k])
+		}
+		var lo, hi []byte
+		if rng.Intn(2) == 0 {
+			lo = []byte(key())
+		}
+		if rng.Intn(2) == 0 {
+			hi = []byte(key())
+		}
+		m := &iterModel{}
+		for k := range state {
+			if (lo == nil || k >= string(lo)) && (hi == nil || k < string(hi)) {
+				m.keys = append(m.keys, k)
+			}
+		}
+		sort.Strings(m.keys)
+		for _, k := range m.keys {
+			m.vals = append(m.vals, state[k])
+		}
+		it, err := tx.NewIter(lo, hi)
+		must(t, err)
+		// Later writes do not reach the open iterator.
+		must(t, tx.Set([]byte("k01x"), []byte("after")))
+		for i := 0; i < 3; i++ {
+			must(t, tx.Delete([]byte(key())))
+		}
+		tx.Get([]byte("k01x")) // brings the later writes into the own-write map
+		ops := []string{"First", "Last", "SeekGE", "SeekLT", "Next", "Prev", "Next", "Prev", "Next", "Prev"}
+		var trace []string
+		for step := 0; step < 60; step++ {
+			op := ops[rng.Intn(len(ops))]
+			if step == 0 {
+				op = ops[rng.Intn(4)] // stepping an unpositioned iterator is undefined
+			}
+			arg := key()
+			if rng.Intn(3) == 0 {
+				arg += "5" // between keys
+			}
+			got, want := doOp(it, op, arg), m.step(op, arg)
+			trace = append(trace, op+" "+arg)
+			if got != want || got != it.Valid() {
+				t.Fatalf("round %d lo=%q hi=%q keys=%v: %s: valid %v, want %v", round, lo, hi, m.keys, strings.Join(trace, ", "), got, want)
+			}
+			if got && (string(it.Key()) != m.keys[m.pos] || string(it.Value()) != m.vals[m.pos]) {
+				t.Fatalf("round %d lo=%q hi=%q keys=%v: %s: at %s=%s, want %s=%s", round, lo, hi, m.keys, strings.Join(trace, ", "),
+					it.Key(), it.Value(), m.keys[m.pos], m.vals[m.pos])
+			}
+		}
+		must(t, it.Error())
+		must(t, it.Close())
+		must(t, tx.Rollback())
+		wantGet(t, s, "k01x", "")
+		must(t, s.Close())
+	}
+}
+
+// TestTxnIteratorBasics spells out the common cases: forward, reverse,
+// seeks, deletes shadowing committed keys, own keys past the committed ones.
+func TestTxnIteratorBasics(t *testing.T) {
+	s := openMem(t)
+	put(t, s, "a", "1", "c", "3", "e", "5", "g", "7")
+	tx := begin(t, s)
+	defer tx.Rollback()
+	must(t, tx.Set([]byte("b"), []byte("2")))
+	must(t, tx.Set([]byte("c"), []byte("30")))
+	must(t, tx.Delete([]byte("e")))
+	must(t, tx.Set([]byte("h"), []byte("8")))
+	must(t, tx.Delete([]byte("x")))
+	if got := strings.Join(keys(t, tx, "", ""), ","); got != "a=1,b=2,c=30,g=7,h=8" {
+		t.Fatalf("forward: %s", got)
+	}
+	if got := strings.Join(keys(t, tx, "b", "g"), ","); got != "b=2,c=30" {
+		t.Fatalf("bounded: %s", got)
+	}
+	it, err := tx.NewIter(nil, nil)
+	must(t, err)
+	defer it.Close()
+	var rev []string
+	for ok := it.Last(); ok; ok = it.Prev() {
+		rev = append(rev, string(it.Key()))
+	}
+	if got := strings.Join(rev, ","); got != "h,g,c,b,a" {
+		t.Fatalf("reverse: %s", got)
+	}
+	if !it.SeekGE([]byte("d")) || string(it.Key()) != "g" {
+		t.Fatalf("SeekGE d: %q", it.Key())
+	}
+	if !it.Prev() || string(it.Key()) != "c" || string(it.Value()) != "30" {
+		t.Fatalf("Prev after SeekGE d: %q", it.Key())
+	}
+	if !it.Next() || string(it.Key()) != "g" {
+		t.Fatalf("Next back: %q", it.Key())
+	}
+	if !it.SeekLT([]byte("e")) || string(it.Key()) != "c" {
+		t.Fatalf("SeekLT e: %q", it.Key())
+	}
+	if !it.SeekLT([]byte("zz")) || string(it.Key()) != "h" {
+		t.Fatalf("SeekLT zz: %q", it.Key())
+	}
+	if it.Next() || it.Valid() {
+		t.Fatal("Next past the end")
+	}
+	if !it.Prev() || string(it.Key()) != "h" {
+		t.Fatalf("Prev from past the end: %q", it.Key())
+	}
+}
+
+// TestTxnSnapshotIsolation: commits after Begin are invisible to Get and
+// iterators; a transaction begun afterwards sees them.
+func TestTxnSnapshotIsolation(t *testing.T) {
+	s := openMem(t)
+	put(t, s, "x", "1", "y", "1")
+	tx := begin(t, s)
+	defer tx.Rollback()
+	other := begin(t, s)
+	must(t, other.Set([]byte("x"), []byte("2")))
+	must(t, other.Set([]byte("z"), []byte("2")))
+	commit(t, other)
+	put(t, s, "y", "2")
+	b := s.NewBatch()
+	b.DeleteRange([]byte("a"), []byte("zz"))
+	must(t, b.Commit(true))
+	b.Close()
+	wantGet(t, tx, "x", "1")
+	wantGet(t, tx, "y", "1")
+	wantGet(t, tx, "z", "")
+	if got := strings.Join(keys(t, tx, "", ""), ","); got != "x=1,y=1" {
+		t.Fatalf("snapshot scan: %s", got)
+	}
+	later := begin(t, s)
+	defer later.Rollback()
+	if later.StartTS() <= tx.StartTS() {
+		t.Fatalf("StartTS %d after %d", later.StartTS(), tx.StartTS())
+	}
+	wantGet(t, later, "x", "")
+	if got := keys(t, later, "", ""); len(got) != 0 {
+		t.Fatalf("later scan: %v", got)
+	}
+}
+
+// TestTxnDone: every method of a finished transaction returns ErrTxnDone,
+// Rollback is a no-op, and an iterator left open is invalidated.
+func TestTxnDone(t *testing.T) {
+	s := openMem(t)
+	put(t, s, "a", "1")
+	for _, end := range []string{"commit", "rollback", "conflict"} {
+		tx := begin(t, s)
+		must(t, tx.Set([]byte("b"), []byte("2")))
+		it, err := tx.NewIter(nil, nil)
+		must(t, err)
+		if !it.First() {
+			t.Fatal("First")
+		}
+		switch end {
+		case "commit":
+			commit(t, tx)
+		case "rollback":
+			must(t, tx.Rollback())
+		case "conflict":
+			put(t, s, "b", "x")
+			wantConflict(t, tx.Commit(context.Background(), true))
+		}
+		if it.Valid() || it.Next() || it.First() || it.SeekGE([]byte("a")) {
+			t.Fatalf("%s: iterator still usable", end)
+		}
+		if !errors.Is(it.Error(), storage.ErrTxnDone) {
+			t.Fatalf("%s: iterator error %v", end, it.Error())
+		}
+		must(t, it.Close())
+		for name, err := range map[string]error{
+			"Set":         tx.Set([]byte("c"), nil),
+			"Delete":      tx.Delete([]byte("c")),
+			"DeleteSized": tx.DeleteSized([]byte("c"), 1),
+			"LockKeys":    tx.LockKeys([]byte("c")),
+			"Commit":      tx.Commit(context.Background(), false),
+		} {
+			if !errors.Is(err, storage.ErrTxnDone) {
+				t.Fatalf("%s after %s: %v", name, end, err)
+			}
+		}
+		if _, err := tx.Get([]byte("a")); !errors.Is(err, storage.ErrTxnDone) {
+			t.Fatalf("Get after %s: %v", end, err)
+		}
+		if _, err := tx.NewIter(nil, nil); !errors.Is(err, storage.ErrTxnDone) {
+			t.Fatalf("NewIter after %s: %v", end, err)
+		}
+		must(t, tx.Rollback())
+	}
+	wantGet(t, s, "b", "x")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	tx := begin(t, s)
+	must(t, tx.Set([]byte("c"), []byte("3")))
+	if err := tx.Commit(ctx, false); !errors.Is(err, context.Canceled) {
+		t.Fatalf("commit with a cancelled context: %v", err)
+	}
+	wantGet(t, s, "c", "")
+}
+
+// TestTxnWriteWriteConflict: of two transactions writing the same key the
+// first to commit wins; the loser applies nothing, not even its other keys.
+func TestTxnWriteWriteConflict(t *testing.T) {
+	s := openMem(t)
+	put(t, s, "k", "0")
+	t1, t2 := begin(t, s), begin(t, s)
+	must(t, t1.Set([]byte("k"), []byte("1")))
+	must(t, t2.Set([]byte("other"), []byte("2")))
+	must(t, t2.Delete([]byte("k")))
+	commit(t, t1)
+	wantConflict(t, t2.Commit(context.Background(), false))
+	wantGet(t, s, "k", "1")
+	wantGet(t, s, "other", "")
+	// Synced commits conflict alike.
+	t3, t4 := begin(t, s), begin(t, s)
+	must(t, t3.Set([]byte("k"), []byte("3")))
+	must(t, t4.Set([]byte("k"), []byte("4")))
+	must(t, t4.Commit(context.Background(), true))
+	wantConflict(t, t3.Commit(context.Background(), true))
+	wantGet(t, s, "k", "4")
+	// A transaction begun after the winner committed does not conflict.
+	t5 := begin(t, s)
+	must(t, t5.Set([]byte("k"), []byte("5")))
+	commit(t, t5)
+	wantGet(t, s, "k", "5")
+}
+
+// TestTxnLockedKeyConflict: a locked key conflicts like a written one, also
+// in a transaction that writes nothing; locking is what turns write skew
+// into a conflict.
+func TestTxnLockedKeyConflict(t *testing.T) {
+	s := openMem(t)
+	put(t, s, "x", "1", "y", "1")
+	// Write skew: each reads both, writes one. Without locks both commit.
+	t1, t2 := begin(t, s), begin(t, s)
+	must(t, t1.Set([]byte("x"), []byte("0")))
+	must(t, t2.Set([]byte("y"), []byte("0")))
+	commit(t, t1)
+	commit(t, t2)
+	put(t, s, "x", "1", "y", "1")
+	// With the read keys locked the second one conflicts.
+	t1, t2 = begin(t, s), begin(t, s)
+	must(t, t1.LockKeys([]byte("x"), []byte("y")))
+	must(t, t2.LockKeys([]byte("x"), []byte("y")))
+	must(t, t1.Set([]byte("x"), []byte("0")))
+	must(t, t2.Set([]byte("y"), []byte("0")))
+	commit(t, t1)
+	wantConflict(t, t2.Commit(context.Background(), false))
+	wantGet(t, s, "y", "1")
+	// Lock only, no writes.
+	t3 := begin(t, s)
+	must(t, t3.LockKeys([]byte("y")))
+	put(t, s, "y", "2")
+	wantConflict(t, t3.Commit(context.Background(), false))
+	// Lock only, untouched: commits.
+	t4 := begin(t, s)
+	must(t, t4.LockKeys([]byte("y")))
+	put(t, s, "x", "2")
+	commit(t, t4)
+}
+
+// TestTxnNoConflictDisjointOrRead: disjoint writes commit, and a key that
+// was only read (not locked) does not conflict: snapshot isolation.
+func TestTxnNoConflictDisjointOrRead(t *testing.T) {
+	s := openMem(t)
+	put(t, s, "a", "1", "b", "1")
+	t1, t2 := begin(t, s), begin(t, s)
+	wantGet(t, t1, "b", "1")
+	keys(t, t1, "", "")
+	must(t, t1.Set([]byte("a"), []byte("2")))
+	must(t, t2.Set([]byte("b"), []byte("2")))
+	commit(t, t2)
+	commit(t, t1)
+	wantGet(t, s, "a", "2")
+	wantGet(t, s, "b", "2")
+}
+
+// TestTxnPlainBatchConflict: plain batches count as commits: a point write
+// or a DeleteRange after the transaction began conflicts with a key it
+// writes or locks; before it began, or elsewhere, it does not.
+func TestTxnPlainBatchConflict(t *testing.T) {
+	s := openMem(t)
+	put(t, s, "k", "0", "c", "0")
+	t1 := begin(t, s)
+	must(t, t1.Set([]byte("k"), []byte("1")))
+	put(t, s, "k", "batch")
+	wantConflict(t, t1.Commit(context.Background(), false))
+	wantGet(t, s, "k", "batch")
+
+	t0 := begin(t, s) // keeps conflict records alive
+	defer t0.Rollback()
+	put(t, s, "k", "before")
+	t2 := begin(t, s)
+	must(t, t2.Set([]byte("k"), []byte("2")))
+	commit(t, t2)
+
+	rangeDel := func(lo, hi string) {
+		b := s.NewBatch()
+		defer b.Close()
+		must(t, b.DeleteRange([]byte(lo), []byte(hi)))
+		must(t, b.Commit(false))
+	}
+	tw, tl, tout, tedge := begin(t, s), begin(t, s), begin(t, s), begin(t, s)
+	must(t, tw.Set([]byte("c"), []byte("w")))
+	must(t, tl.LockKeys([]byte("b")))
+	must(t, tl.Set([]byte("z"), []byte("l")))
+	must(t, tout.Set([]byte("x"), []byte("o")))
+	must(t, tedge.Set([]byte("m"), []byte("e"))) // hi is exclusive
+	rangeDel("a", "m")
+	wantConflict(t, tw.Commit(context.Background(), false))
+	wantConflict(t, tl.Commit(context.Background(), false))
+	commit(t, tout)
+	commit(t, tedge)
+	wantGet(t, s, "c", "")
+	// A DeleteRange committed before Begin is no conflict.
+	t3 := begin(t, s)
+	must(t, t3.Set([]byte("c"), []byte("3")))
+	commit(t, t3)
+	wantGet(t, s, "c", "3")
+}
+
+// TestTxnTablePruning: conflict records exist only while a transaction
+// that could conflict with them is live; once the long-running
+// transaction ends the table empties, and commits without concurrent
+// transactions record nothing.
+func TestTxnTablePruning(t *testing.T) {
+	s := openMem(t)
+	for i := 0; i < 100; i++ {
+		put(t, s, fmt.Sprintf("p%03d", i), "v")
+		tx := begin(t, s)
+		must(t, tx.Set([]byte(fmt.Sprintf("t%03d", i)), []byte("v")))
+		commit(t, tx)
+	}
+	if n, f := s.cc.entries(); n != 0 || f != 0 {
+		t.Fatalf("without concurrent transactions: %d table entries, %d queued", n, f)
+	}
+	long := begin(t, s)
+	for i := 0; i < 100; i++ {
+		put(t, s, fmt.Sprintf("p%03d", i), "w")
+		tx := begin(t, s)
+		must(t, tx.Set([]byte(fmt.Sprintf("t%03d", i)), []byte("w")))
+		commit(t, tx)
+	}
+	b := s.NewBatch()
+	b.DeleteRange([]byte("p"), []byte("q"))
+	must(t, b.Commit(false))
+	b.Close()
+	if n, f := s.cc.entries(); n != 201 || f != 201 {
+		t.Fatalf("with a live transaction: %d table entries, %d queued; want 201", n, f)
+	}
+	// The long transaction still sees its conflicts.
+	must(t, long.Set([]byte("t050"), []byte("x")))
+	wantConflict(t, long.Commit(context.Background(), false))
+	if n, f := s.cc.entries(); n != 0 || f != 0 {
+		t.Fatalf("after the last transaction ended: %d table entries, %d queued", n, f)
+	}
+	// Rolled back and read-only transactions prune too.
+	long = begin(t, s)
+	reader := begin(t, s)
+	put(t, s, "p001", "x")
+	wantGet(t, reader, "p001", "")
+	must(t, long.Rollback())
+	if n, _ := s.cc.entries(); n != 1 {
+		t.Fatalf("reader still live: %d entries", n)
+	}
+	commit(t, reader)
+	if n, f := s.cc.entries(); n != 0 || f != 0 {
+		t.Fatalf("after rollback and read-only commit: %d table entries, %d queued", n, f)
+	}
+	s.cc.activeMu.Lock()
+	live := s.cc.nActive
+	s.cc.activeMu.Unlock()
+	if live != 0 {
+		t.Fatalf("%d transactions still registered", live)
+	}
+}
+
+// TestTxnDurability: a synced transaction commit survives a crash; an
+// unsynced one is made durable by the background WAL syncer.
+func TestTxnDurability(t *testing.T) {
+	for _, sync := range []bool{true, false} {
+		fs := vfs.NewCrashableMem()
+		interval := time.Duration(-1)
+		if !sync {
+			interval = 5 * time.Millisecond
+		}
+		s, err := Open("db", Options{FS: fs, WALSyncInterval: interval})
+		must(t, err)
+		tx := begin(t, s)
+		must(t, tx.Set([]byte("k"), []byte("v")))
+		must(t, tx.Commit(context.Background(), sync))
+		if !sync {
+			time.Sleep(100 * time.Millisecond)
+		}
+		crashed := fs.CrashClone(vfs.CrashCloneCfg{})
+		s.Close()
+		s2, err := Open("db", Options{FS: crashed, WALSyncInterval: -1})
+		must(t, err)
+		wantGet(t, s2, "k", "v")
+		s2.Close()
+	}
+}
+
+// TestTxnDiskGuard: a transaction's commit is admitted by the disk-space
+// guard like a plain batch: refused below the threshold, nothing applied.
+func TestTxnDiskGuard(t *testing.T) {
+	d := newSmallDisk()
+	s := openSmall(t, d, &DiskGuardOptions{MinFree: DiskSize{Bytes: 64 << 20}, Interval: time.Hour})
+	defer s.Close()
+	d.avail.Store(65 << 20)
+	s.guard.measure()
+	tx := begin(t, s)
+	must(t, tx.Set([]byte("big"), make([]byte, 1<<20)))
+	wantOutOfDisk(t, tx.Commit(context.Background(), true), "transaction larger than the margin")
+	wantGet(t, s, "big", "")
+	tx = begin(t, s)
+	must(t, tx.Set([]byte("small"), []byte("v")))
+	must(t, tx.Commit(context.Background(), true))
+	wantGet(t, s, "small", "v")
+}
+
+// TestTxnLargeBatch: a transaction larger than Pebble's large-batch
+// threshold (half a memtable), which Pebble applies as a flushable batch,
+// still records its keys for conflicts.
+func TestTxnLargeBatch(t *testing.T) {
+	s, err := Open("mem", Options{InMemory: true, MemTableSize: 4 << 20, WALSyncInterval: -1})
+	must(t, err)
+	defer s.Close()
+	keep := begin(t, s)
+	defer keep.Rollback()
+	must(t, keep.Set([]byte("k0"), []byte("mine")))
+	big := begin(t, s)
+	val := bytes.Repeat([]byte("v"), 64<<10)
+	for i := 0; i < 64; i++ {
+		must(t, big.Set([]byte(fmt.Sprintf("k%d", i)), val))
+	}
+	must(t, big.Commit(context.Background(), true))
+	wantConflict(t, keep.Commit(context.Background(), false))
+	v, err := s.Get([]byte("k63"))
+	if err != nil || len(v) != len(val) {
+		t.Fatalf("k63: %d bytes, %v", len(v), err)
+	}
+}
