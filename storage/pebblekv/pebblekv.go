@@ -322,9 +322,14 @@ func (s *Store) NewIter(lo, hi []byte) (storage.Iterator, error) {
 }
 
 // iterOptions copies the bounds: Pebble keeps referring to them for the
-// iterator's lifetime, and callers build bounds in reusable buffers.
+// iterator's lifetime, and callers build bounds in reusable buffers. An
+// inverted range (lo > hi), which Pebble does not allow, becomes the empty
+// range [lo, lo).
 func iterOptions(lo, hi []byte) *pebble.IterOptions {
 	o := &pebble.IterOptions{}
+	if lo != nil && hi != nil && bytes.Compare(lo, hi) > 0 {
+		hi = lo
+	}
 	if lo != nil {
 		o.LowerBound = append(make([]byte, 0, len(lo)), lo...)
 	}
@@ -534,6 +539,7 @@ type batch struct {
 	// the batch may go: deletions and essential bookkeeping may use it.
 	hasSet    bool
 	essential bool
+	seq       uint64 // commit number once committed (tests order histories by it)
 }
 
 func (b *batch) Set(key, value []byte) error {
@@ -575,7 +581,9 @@ func (b *batch) Commit(sync bool) error {
 			return err
 		}
 	}
-	return b.s.commitBatch(b.b, sync)
+	var err error
+	b.seq, err = b.s.commitBatch(b.b, sync)
+	return err
 }
 
 // Len is the number of operations (Pebble's own Len is the byte size).

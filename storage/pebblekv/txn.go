@@ -199,7 +199,7 @@ func compact[T any](s []T, n int) []T {
 // to Begin, records the keys of repr if a live transaction could conflict
 // with them and prunes. t is the committing transaction (nil for a plain
 // batch): it is no longer live afterwards. Called under commitMu.
-func (c *conflicts) publish(repr []byte, t *txn) error {
+func (c *conflicts) publish(repr []byte, t *txn) (uint64, error) {
 	c.activeMu.Lock()
 	seq := c.applied + 1
 	c.applied = seq
@@ -215,7 +215,7 @@ func (c *conflicts) publish(repr []byte, t *txn) error {
 		err = c.record(repr, seq)
 	}
 	c.prune(h)
-	return err
+	return seq, err
 }
 
 // record enters the keys a batch wrote into the table under seq.
@@ -327,8 +327,9 @@ func (s *Store) apply(b *pebble.Batch, sync bool) error {
 }
 
 // commitBatch commits a plain batch: applied and numbered like a
-// transaction's, never refused for a conflict.
-func (s *Store) commitBatch(b *pebble.Batch, sync bool) error {
+// transaction's, never refused for a conflict. It returns the commit's
+// number.
+func (s *Store) commitBatch(b *pebble.Batch, sync bool) (uint64, error) {
 	c := &s.cc
 	// Read before the apply: Pebble drops a large batch's buffer once it
 	// hands it to the memtable queue (the bytes stay valid, unchanged).
@@ -336,18 +337,18 @@ func (s *Store) commitBatch(b *pebble.Batch, sync bool) error {
 	c.commitMu.Lock()
 	if err := s.apply(b, sync); err != nil {
 		c.commitMu.Unlock()
-		return err
+		return 0, err
 	}
-	recErr := c.publish(repr, nil)
+	seq, recErr := c.publish(repr, nil)
 	c.commitMu.Unlock()
 	if sync {
 		if err := b.SyncWait(); err != nil {
-			return err
+			return seq, err
 		}
 	} else {
 		s.unsynced.Store(true)
 	}
-	return recErr
+	return seq, recErr
 }
 
 // Begin starts a transaction reading a snapshot of the latest committed
@@ -619,7 +620,7 @@ func (t *txn) Commit(ctx context.Context, sync bool) error {
 		t.rollback()
 		return err
 	}
-	err := c.publish(repr, t)
+	_, err := c.publish(repr, t)
 	c.commitMu.Unlock()
 	if sync {
 		if serr := t.b.SyncWait(); serr != nil {

@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -638,4 +639,500 @@ func TestTxnLargeBatch(t *testing.T) {
 	if err != nil || len(v) != len(val) {
 		t.Fatalf("k63: %d bytes, %v", len(v), err)
 	}
+}
+
+// histOp is one write of a committed transaction or batch.
+type histOp struct {
+	kind  byte // 's' set, 'd' delete, 'r' DeleteRange [key, hi)
+	key   string
+	val   string
+	hi    string
+	vnull bool
+}
+
+// histEntry is a committed transaction (or plain batch) as the serial
+// history checker replays it.
+type histEntry struct {
+	seq    uint64
+	writer bool
+	reads  map[string]*string // first read of a key not yet written by the txn; nil = absent
+	locks  map[string]bool
+	ops    []histOp
+	name   string
+}
+
+// recTxn records what a transaction read, locked and wrote.
+type recTxn struct {
+	storage.Txn
+	h histEntry
+}
+
+func newRecTxn(s *Store, name string) (*recTxn, error) {
+	tx, err := s.Begin()
+	if err != nil {
+		return nil, err
+	}
+	return &recTxn{Txn: tx, h: histEntry{name: name, reads: map[string]*string{}, locks: map[string]bool{}}}, nil
+}
+
+func (r *recTxn) written(k string) bool {
+	for _, o := range r.h.ops {
+		if o.key == k {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *recTxn) Get(key []byte) ([]byte, error) {
+	v, err := r.Txn.Get(key)
+	k := string(key)
+	if _, seen := r.h.reads[k]; !seen && !r.written(k) {
+		switch {
+		case err == nil:
+			s := string(v)
+			r.h.reads[k] = &s
+		case errors.Is(err, storage.ErrNotFound):
+			r.h.reads[k] = nil
+		}
+	}
+	return v, err
+}
+
+func (r *recTxn) Set(key, value []byte) error {
+	r.h.ops = append(r.h.ops, histOp{kind: 's', key: string(key), val: string(value)})
+	return r.Txn.Set(key, value)
+}
+
+func (r *recTxn) Delete(key []byte) error {
+	r.h.ops = append(r.h.ops, histOp{kind: 'd', key: string(key)})
+	return r.Txn.Delete(key)
+}
+
+func (r *recTxn) LockKeys(keys ...[]byte) error {
+	for _, k := range keys {
+		r.h.locks[string(k)] = true
+	}
+	return r.Txn.LockKeys(keys...)
+}
+
+func (r *recTxn) getInt(key string) (int, error) {
+	v, err := r.Get([]byte(key))
+	if errors.Is(err, storage.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	_, err = fmt.Sscan(string(v), &n)
+	return n, err
+}
+
+func (r *recTxn) setInt(key string, n int) error {
+	return r.Set([]byte(key), []byte(fmt.Sprint(n)))
+}
+
+// sumRange sums the integer values of the keys with prefix through an
+// iterator (the snapshot merged with the transaction's writes).
+func sumRange(tx storage.Reader, prefix string) (int, int, error) {
+	hi := []byte(prefix)
+	hi[len(hi)-1]++
+	it, err := tx.NewIter([]byte(prefix), hi)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer it.Close()
+	sum, n := 0, 0
+	for ok := it.First(); ok; ok = it.Next() {
+		var v int
+		if _, err := fmt.Sscan(string(it.Value()), &v); err != nil {
+			return 0, 0, fmt.Errorf("%s=%q: %v", it.Key(), it.Value(), err)
+		}
+		sum += v
+		n++
+	}
+	// And backwards, the same.
+	rsum, rn := 0, 0
+	for ok := it.Last(); ok; ok = it.Prev() {
+		var v int
+		fmt.Sscan(string(it.Value()), &v)
+		rsum += v
+		rn++
+	}
+	if rsum != sum || rn != n {
+		return 0, 0, fmt.Errorf("%s: forward scan %d keys sum %d, reverse %d keys sum %d", prefix, n, sum, rn, rsum)
+	}
+	return sum, n, it.Error()
+}
+
+// TestTxnConcurrentProperties runs random transactions from many goroutines,
+// retrying on conflict, together with plain batches, and checks:
+//   - bank transfers (read two accounts, lock both, write both) never change
+//     the total, seen by read-only auditors and by the transfers' own
+//     merged scans;
+//   - counters incremented by read + Set lose no update;
+//   - x+y ≥ 0 survives transactions that each check the sum of both keys
+//     (locking both) and decrement one: locking prevents write skew;
+//   - a unique key claimed by Get (absent) + LockKeys + Set never has two
+//     owners, and claims may be released by Delete;
+//   - transactions copying keys that plain batches keep rewriting (Set and
+//     DeleteRange) read what was there at their commit point;
+//   - serial history: replaying every committed transaction and batch in
+//     commit order, each transaction's reads of keys it locked or wrote
+//     equal the replayed state, and the replay ends in the store's state.
+func TestTxnConcurrentProperties(t *testing.T) {
+	dur := 2 * time.Second
+	if testing.Short() {
+		dur = 400 * time.Millisecond
+	}
+	s, err := Open("mem", Options{InMemory: true, CacheSize: 8 << 20, WALSyncInterval: 20 * time.Millisecond})
+	must(t, err)
+	defer s.Close()
+
+	const (
+		accounts = 8
+		balance  = 100
+		counters = 4
+		slots    = 16
+		plains   = 4
+	)
+	acct := func(i int) string { return fmt.Sprintf("bank/%02d", i) }
+	ctr := func(i int) string { return fmt.Sprintf("ctr/%d", i) }
+	slot := func(i int) string { return fmt.Sprintf("uniq/%02d", i) }
+	plain := func(i int) string { return fmt.Sprintf("plain/%d", i) }
+
+	var (
+		mu       sync.Mutex
+		hist     []histEntry
+		incs     [counters]int
+		commits  = map[string]int{}
+		conflict = map[string]int{}
+	)
+	init := s.NewBatch()
+	initial := histEntry{writer: true, name: "init"}
+	for i := 0; i < accounts; i++ {
+		init.Set([]byte(acct(i)), []byte(fmt.Sprint(balance)))
+		initial.ops = append(initial.ops, histOp{kind: 's', key: acct(i), val: fmt.Sprint(balance)})
+	}
+	for _, k := range []string{"skew/x", "skew/y"} {
+		init.Set([]byte(k), []byte("5"))
+		initial.ops = append(initial.ops, histOp{kind: 's', key: k, val: "5"})
+	}
+	must(t, init.Commit(false))
+	initial.seq = init.(*batch).seq
+	init.Close()
+	hist = append(hist, initial)
+
+	// run executes body in a fresh transaction until it commits.
+	run := func(rng *rand.Rand, name string, body func(tx *recTxn) (func(), error)) error {
+		for {
+			tx, err := newRecTxn(s, name)
+			if err != nil {
+				return err
+			}
+			done, err := body(tx)
+			if err != nil {
+				tx.Rollback()
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			err = tx.Commit(context.Background(), rng.Intn(8) == 0)
+			if storage.IsConflict(err) {
+				mu.Lock()
+				conflict[name]++
+				mu.Unlock()
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("%s commit: %w", name, err)
+			}
+			tx.h.seq = tx.Txn.(*txn).commitSeq
+			tx.h.writer = len(tx.h.ops) > 0
+			mu.Lock()
+			commits[name]++
+			if len(tx.h.ops) > 0 || len(tx.h.locks) > 0 {
+				hist = append(hist, tx.h)
+			}
+			if done != nil {
+				done()
+			}
+			mu.Unlock()
+			return nil
+		}
+	}
+
+	transfer := func(rng *rand.Rand) func(tx *recTxn) (func(), error) {
+		i, j := rng.Intn(accounts), rng.Intn(accounts-1)
+		if j >= i {
+			j++
+		}
+		amt := 1 + rng.Intn(30)
+		return func(tx *recTxn) (func(), error) {
+			bi, err := tx.getInt(acct(i))
+			if err != nil {
+				return nil, err
+			}
+			bj, err := tx.getInt(acct(j))
+			if err != nil {
+				return nil, err
+			}
+			tx.LockKeys([]byte(acct(i)), []byte(acct(j)))
+			if bi < amt {
+				return nil, nil
+			}
+			tx.setInt(acct(i), bi-amt)
+			tx.setInt(acct(j), bj+amt)
+			sum, n, err := sumRange(tx, "bank/")
+			if err != nil {
+				return nil, err
+			}
+			if sum != accounts*balance || n != accounts {
+				return nil, fmt.Errorf("transfer's own scan: %d accounts, total %d", n, sum)
+			}
+			return nil, nil
+		}
+	}
+	audit := func(tx *recTxn) (func(), error) {
+		sum, n, err := sumRange(tx, "bank/")
+		if err != nil {
+			return nil, err
+		}
+		if sum != accounts*balance || n != accounts {
+			return nil, fmt.Errorf("audit: %d accounts, total %d", n, sum)
+		}
+		x, err := tx.getInt("skew/x")
+		if err != nil {
+			return nil, err
+		}
+		y, err := tx.getInt("skew/y")
+		if err != nil {
+			return nil, err
+		}
+		if x+y < 0 {
+			return nil, fmt.Errorf("write skew: x=%d y=%d", x, y)
+		}
+		return nil, nil
+	}
+	increment := func(rng *rand.Rand) func(tx *recTxn) (func(), error) {
+		c := rng.Intn(counters)
+		return func(tx *recTxn) (func(), error) {
+			v, err := tx.getInt(ctr(c))
+			if err != nil {
+				return nil, err
+			}
+			return func() { incs[c]++ }, tx.setInt(ctr(c), v+1)
+		}
+	}
+	skew := func(rng *rand.Rand) func(tx *recTxn) (func(), error) {
+		k := []string{"skew/x", "skew/y"}[rng.Intn(2)]
+		refill := rng.Intn(4) == 0
+		r := rng.Int()
+		return func(tx *recTxn) (func(), error) {
+			x, err := tx.getInt("skew/x")
+			if err != nil {
+				return nil, err
+			}
+			y, err := tx.getInt("skew/y")
+			if err != nil {
+				return nil, err
+			}
+			tx.LockKeys([]byte("skew/x"), []byte("skew/y"))
+			v := x
+			if k == "skew/y" {
+				v = y
+			}
+			switch {
+			case refill:
+				return nil, tx.setInt(k, v+1+r%5)
+			case x+y > 0:
+				return nil, tx.setInt(k, v-1-r%(x+y))
+			}
+			return nil, nil
+		}
+	}
+	claim := func(rng *rand.Rand, me string) func(tx *recTxn) (func(), error) {
+		sl := slot(rng.Intn(slots))
+		release := rng.Intn(3) == 0
+		return func(tx *recTxn) (func(), error) {
+			_, err := tx.Get([]byte(sl))
+			switch {
+			case errors.Is(err, storage.ErrNotFound):
+				tx.LockKeys([]byte(sl))
+				return nil, tx.Set([]byte(sl), []byte(me))
+			case err != nil:
+				return nil, err
+			case release:
+				tx.LockKeys([]byte(sl))
+				return nil, tx.Delete([]byte(sl))
+			}
+			return nil, nil
+		}
+	}
+	copyPlain := func(rng *rand.Rand) func(tx *recTxn) (func(), error) {
+		p := rng.Intn(plains)
+		return func(tx *recTxn) (func(), error) {
+			v, err := tx.Get([]byte(plain(p)))
+			if errors.Is(err, storage.ErrNotFound) {
+				v, err = []byte("none"), nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			tx.LockKeys([]byte(plain(p)))
+			return nil, tx.Set([]byte("copy/"+fmt.Sprint(p)), v)
+		}
+	}
+	plainWrite := func(rng *rand.Rand, gen int) error {
+		b := s.NewBatch()
+		defer b.Close()
+		e := histEntry{writer: true, name: "plain"}
+		if rng.Intn(5) == 0 {
+			b.DeleteRange([]byte("plain/"), []byte("plain0"))
+			e.ops = append(e.ops, histOp{kind: 'r', key: "plain/", hi: "plain0"})
+		} else {
+			k, v := plain(rng.Intn(plains)), fmt.Sprint(gen)
+			b.Set([]byte(k), []byte(v))
+			e.ops = append(e.ops, histOp{kind: 's', key: k, val: v})
+		}
+		if err := b.Commit(rng.Intn(8) == 0); err != nil {
+			return err
+		}
+		e.seq = b.(*batch).seq
+		mu.Lock()
+		hist = append(hist, e)
+		commits["plain"]++
+		mu.Unlock()
+		return nil
+	}
+
+	workers := 8
+	deadline := time.Now().Add(dur)
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		go func(w int) {
+			rng := rand.New(rand.NewSource(int64(w)))
+			var err error
+			for n := 0; err == nil && time.Now().Before(deadline); n++ {
+				switch rng.Intn(7) {
+				case 0:
+					err = run(rng, "transfer", transfer(rng))
+				case 1:
+					err = run(rng, "audit", audit)
+				case 2:
+					err = run(rng, "increment", increment(rng))
+				case 3:
+					err = run(rng, "skew", skew(rng))
+				case 4:
+					err = run(rng, "claim", claim(rng, fmt.Sprintf("w%d-%d", w, n)))
+				case 5:
+					err = run(rng, "copy", copyPlain(rng))
+				default:
+					err = plainWrite(rng, w*1000000+n)
+				}
+			}
+			errs <- err
+		}(w)
+	}
+	for w := 0; w < workers; w++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	t.Logf("commits %v, conflicts %v", commits, conflict)
+	total := 0
+	for _, n := range conflict {
+		total += n
+	}
+	if total == 0 {
+		t.Error("no conflict at all: the test did not exercise conflict detection")
+	}
+
+	// Counters lost no update.
+	for c := 0; c < counters; c++ {
+		v, err := s.Get([]byte(ctr(c)))
+		got := 0
+		if err == nil {
+			fmt.Sscan(string(v), &got)
+		}
+		if got != incs[c] {
+			t.Errorf("counter %d = %d after %d committed increments", c, got, incs[c])
+		}
+	}
+	if sum, n, err := sumRange(s, "bank/"); err != nil || sum != accounts*balance || n != accounts {
+		t.Errorf("final bank: %d accounts, total %d, %v", n, sum, err)
+	}
+
+	// Serial history: writers at their number, lock-only transactions
+	// right after the commit their check followed.
+	sort.SliceStable(hist, func(i, j int) bool {
+		a, b := 2*hist[i].seq, 2*hist[j].seq
+		if !hist[i].writer {
+			a++
+		}
+		if !hist[j].writer {
+			b++
+		}
+		return a < b
+	})
+	state := map[string]string{}
+	var prev uint64
+	for i, h := range hist {
+		if h.writer {
+			if i > 0 && h.seq == prev {
+				t.Fatalf("two writers numbered %d", h.seq)
+			}
+			prev = h.seq
+		}
+		for k, v := range h.reads {
+			if !h.locks[k] && !written(h, k) {
+				continue // only read: snapshot isolation does not promise it
+			}
+			cur, ok := state[k]
+			switch {
+			case v == nil && ok:
+				t.Fatalf("%s #%d (writer %v) read %s absent, but at its commit point it is %q", h.name, h.seq, h.writer, k, cur)
+			case v != nil && (!ok || cur != *v):
+				t.Fatalf("%s #%d (writer %v) read %s=%q, but at its commit point it is %q (present %v)", h.name, h.seq, h.writer, k, *v, cur, ok)
+			}
+		}
+		for _, o := range h.ops {
+			switch o.kind {
+			case 's':
+				state[o.key] = o.val
+			case 'd':
+				delete(state, o.key)
+			case 'r':
+				for k := range state {
+					if k >= o.key && k < o.hi {
+						delete(state, k)
+					}
+				}
+			}
+		}
+	}
+	it, err := s.NewIter(nil, nil)
+	must(t, err)
+	defer it.Close()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+		if v, ok := state[string(it.Key())]; !ok || v != string(it.Value()) {
+			t.Fatalf("store has %s=%q, replay %q (present %v)", it.Key(), it.Value(), v, ok)
+		}
+	}
+	if n != len(state) {
+		t.Fatalf("store has %d keys, replay %d", n, len(state))
+	}
+}
+
+func written(h histEntry, k string) bool {
+	for _, o := range h.ops {
+		if o.key == k {
+			return true
+		}
+	}
+	return false
 }
