@@ -22,8 +22,8 @@ var ErrTxnDone = errors.New("storage: transaction already finished")
 // LockKeys, Commit failing with a write conflict) so that a distributed
 // store implements it without contortions.
 //
-// Reads see the store as of the transaction's start plus the transaction's
-// own buffered writes (an own Set is visible, an own Delete hides the key).
+// Reads see a snapshot of the store plus the transaction's own buffered
+// writes (an own Set is visible, an own Delete hides the key).
 // An iterator sees the writes buffered before NewIter was called, not later
 // ones (so a scan that writes what it visits never meets its own writes).
 // Writes are buffered until Commit, which applies all of them atomically or
@@ -62,8 +62,9 @@ type Txn interface {
 	Commit(ctx context.Context, sync bool) error
 	// Rollback discards the buffered writes and releases the snapshot.
 	Rollback() error
-	// StartTS identifies the snapshot: transactions started later have
-	// larger or equal values. Informational (logs, operationTime).
+	// StartTS identifies the transaction's start (Begin): transactions
+	// begun later have larger or equal values. Informational (logs,
+	// operationTime).
 	StartTS() uint64
 	// Len is the number of buffered write operations.
 	Len() int
@@ -72,7 +73,11 @@ type Txn interface {
 // TxnKV is a store that offers transactions.
 type TxnKV interface {
 	KV
-	// Begin starts a transaction at the latest committed state.
+	// Begin starts a transaction. Its reads see everything committed
+	// before Begin returned; a store may take the snapshot as late as the
+	// first read, and a commit made in between may then be visible too,
+	// but a transaction still conflicts with every commit made after
+	// Begin to a key it writes or locks.
 	Begin() (Txn, error)
 }
 

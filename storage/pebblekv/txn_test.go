@@ -173,15 +173,12 @@ func TestTxnIteratorMergesOwnWrites(t *testing.T) {
 		must(t, b.Commit(false))
 		b.Close()
 		tx := begin(t, s)
-		// Committed after Begin: invisible.
+		tx.Get([]byte("k00")) // takes the snapshot
+		// Committed after the snapshot: invisible.
 		put(t, s, "k05", "late", "k33", "late", "zz", "late")
 		nw := rng.Intn(15)
 		if round%5 == 0 {
 			nw = 0
-		}
-		if round%7 == 1 {
-			// A read before the writes builds the own-write map early.
-			tx.Get([]byte("k00"))
 		}
 		for i := 0; i < nw; i++ {
 			k := key()
@@ -305,13 +302,14 @@ func TestTxnIteratorBasics(t *testing.T) {
 	}
 }
 
-// TestTxnSnapshotIsolation: commits after Begin are invisible to Get and
-// iterators; a transaction begun afterwards sees them.
+// TestTxnSnapshotIsolation: commits after the first read are invisible to
+// Get and iterators; a transaction begun afterwards sees them.
 func TestTxnSnapshotIsolation(t *testing.T) {
 	s := openMem(t)
 	put(t, s, "x", "1", "y", "1")
 	tx := begin(t, s)
 	defer tx.Rollback()
+	wantGet(t, tx, "y", "1")
 	other := begin(t, s)
 	must(t, other.Set([]byte("x"), []byte("2")))
 	must(t, other.Set([]byte("z"), []byte("2")))
@@ -336,6 +334,28 @@ func TestTxnSnapshotIsolation(t *testing.T) {
 	if got := keys(t, later, "", ""); len(got) != 0 {
 		t.Fatalf("later scan: %v", got)
 	}
+}
+
+// TestTxnSnapshotAtFirstRead: the snapshot is taken by the first read, so
+// a commit between Begin and that read is visible; conflicts still count
+// from Begin, so writing or locking what that commit wrote conflicts,
+// even for a transaction that never reads.
+func TestTxnSnapshotAtFirstRead(t *testing.T) {
+	s := openMem(t)
+	put(t, s, "k", "0")
+	reader, blind, locker, other := begin(t, s), begin(t, s), begin(t, s), begin(t, s)
+	put(t, s, "k", "1")
+	wantGet(t, reader, "k", "1")
+	must(t, reader.Set([]byte("k"), []byte("2")))
+	wantConflict(t, reader.Commit(context.Background(), false))
+	must(t, blind.Set([]byte("k"), []byte("3")))
+	wantConflict(t, blind.Commit(context.Background(), false))
+	must(t, locker.LockKeys([]byte("k")))
+	wantConflict(t, locker.Commit(context.Background(), false))
+	wantGet(t, other, "k", "1")
+	must(t, other.Set([]byte("j"), []byte("4")))
+	commit(t, other)
+	wantGet(t, s, "k", "1")
 }
 
 // TestTxnDone: every method of a finished transaction returns ErrTxnDone,
@@ -556,6 +576,7 @@ func TestTxnTablePruning(t *testing.T) {
 	// Rolled back and read-only transactions prune too.
 	long = begin(t, s)
 	reader := begin(t, s)
+	wantGet(t, reader, "p001", "")
 	put(t, s, "p001", "x")
 	wantGet(t, reader, "p001", "")
 	must(t, long.Rollback())
