@@ -93,6 +93,10 @@ type Store struct {
 
 	// cc orders commits and detects transaction conflicts (txn.go).
 	cc conflicts
+	// retired holds finished transactions' snapshots until the WAL
+	// syncer's next tick closes them (txn.go).
+	retiredMu sync.Mutex
+	retired   []retiredSnap
 }
 
 var _ storage.KV = (*Store)(nil)
@@ -225,6 +229,7 @@ func (s *Store) walSyncer(interval time.Duration) {
 		case <-s.stopSyncer:
 			return
 		case <-t.C:
+			s.closeRetired()
 			if !s.unsynced.Swap(false) {
 				continue
 			}
@@ -504,6 +509,7 @@ func (s *Store) Close() error {
 		// Pebble panics on use after Close: the syncer stops first.
 		close(s.stopSyncer)
 		<-s.syncerDone
+		s.closeRetired()
 	}
 	if s.guard != nil {
 		s.guard.close()

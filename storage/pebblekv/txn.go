@@ -42,7 +42,12 @@ package pebblekv
 // everything committed since Begin. Deferring the snapshot matters because
 // closing Pebble's earliest snapshot schedules a compaction pick (about a
 // microsecond, 15 % of a document write); a transaction that only writes
-// never takes one. Begin never waits for a commit (nor for a write stall
+// never takes one. And a finished transaction's snapshot is not closed at
+// once but retired: the WAL syncer's tick (Options.WALSyncInterval, 100 ms)
+// closes the retired snapshots newest first, so that only the last close of
+// a round is the earliest snapshot's and runs the picker. The price is that
+// versions overwritten within the last tick may survive one more compaction.
+// Without the syncer, snapshots close at once. Begin never waits for a commit (nor for a write stall
 // Pebble imposes on a committer): only committers queue on commitMu.
 //
 // Pruning. An entry only matters to a live transaction that started before
@@ -688,7 +693,7 @@ func (t *txn) finish() {
 		t.b = nil
 	}
 	if t.snap != nil && !t.s.closed.Load() {
-		t.snap.Close()
+		t.s.retireSnapshot(t.start, t.snap)
 	}
 	t.snap = nil
 	t.own, t.locks = nil, nil
@@ -944,4 +949,46 @@ func (it *txnIter) Error() error {
 		return it.w.Error()
 	}
 	return nil
+}
+
+// retiredSnap is a finished transaction's snapshot awaiting its close.
+type retiredSnap struct {
+	start uint64
+	snap  *pebble.Snapshot
+}
+
+// maxRetired bounds the retired snapshots between two ticks.
+const maxRetired = 1024
+
+// retireSnapshot hands a finished transaction's snapshot to the next round
+// of closeRetired (see the file comment).
+func (s *Store) retireSnapshot(start uint64, snap *pebble.Snapshot) {
+	if s.stopSyncer == nil {
+		snap.Close()
+		return
+	}
+	s.retiredMu.Lock()
+	s.retired = append(s.retired, retiredSnap{start, snap})
+	full := len(s.retired) >= maxRetired
+	s.retiredMu.Unlock()
+	if full {
+		s.closeRetired()
+	}
+}
+
+// closeRetired closes the retired snapshots, newest first, so that only
+// the last close (the earliest snapshot) schedules Pebble's compaction
+// picker.
+func (s *Store) closeRetired() {
+	s.retiredMu.Lock()
+	r := s.retired
+	s.retired = nil
+	s.retiredMu.Unlock()
+	if len(r) == 0 {
+		return
+	}
+	sort.Slice(r, func(i, j int) bool { return r[i].start > r[j].start })
+	for _, x := range r {
+		x.snap.Close()
+	}
 }

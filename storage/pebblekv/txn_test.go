@@ -1157,3 +1157,44 @@ func written(h histEntry, k string) bool {
 	}
 	return false
 }
+
+// TestTxnRetiredSnapshots: finished transactions' snapshots are closed by
+// the WAL syncer's next tick (at once without a syncer, and by Close), so
+// none stays open to pin deleted data.
+func TestTxnRetiredSnapshots(t *testing.T) {
+	for _, interval := range []time.Duration{-1, 5 * time.Millisecond, time.Hour} {
+		s, err := Open("mem", Options{InMemory: true, WALSyncInterval: interval})
+		must(t, err)
+		put(t, s, "k", "v")
+		for i := 0; i < 10; i++ {
+			tx := begin(t, s)
+			wantGet(t, tx, "k", "v")
+			if i%2 == 0 {
+				must(t, tx.Set([]byte("k"), []byte("v")))
+			}
+			commit(t, tx)
+		}
+		open := func() int { return s.db.Metrics().Snapshots.Count }
+		switch interval {
+		case -1:
+			if n := open(); n != 0 {
+				t.Fatalf("without a syncer %d snapshots stay open", n)
+			}
+		case time.Hour:
+			if n := open(); n != 10 {
+				t.Fatalf("%d snapshots retired before the tick, want 10", n)
+			}
+		default:
+			deadline := time.Now().Add(5 * time.Second)
+			for open() != 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d snapshots still open after the syncer's ticks", open())
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		if err := s.Close(); err != nil {
+			t.Fatalf("Close with retired snapshots: %v", err)
+		}
+	}
+}
