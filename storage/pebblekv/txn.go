@@ -2,13 +2,14 @@ package pebblekv
 
 // Transactions (storage.TxnKV) on Pebble.
 //
-// Isolation. A transaction reads a Pebble snapshot taken by Begin, overlaid
-// with its own buffered writes, and commits first-committer-wins: Commit
-// fails with storage.ErrConflict when a commit that the snapshot does not
-// contain wrote a key this transaction writes or locked. That is snapshot
-// isolation, what WiredTiger gives mongod: no dirty or non-repeatable reads,
-// no lost updates, but write skew between transactions that decide on keys
-// they only read and then write disjoint keys. LockKeys closes that gap for
+// Isolation. A transaction reads a Pebble snapshot (taken at its first
+// read, see below) overlaid with its own buffered writes, and commits
+// first-committer-wins: Commit fails with storage.ErrConflict when a commit
+// made after Begin wrote a key this transaction writes or locked. That is
+// snapshot isolation, what WiredTiger gives mongod: no dirty or
+// non-repeatable reads, no lost updates, but write skew between
+// transactions that decide on keys they only read and then write disjoint
+// keys. LockKeys closes that gap for
 // the keys that matter: a locked key is checked at commit like a written one,
 // so a transaction that locks what it read (the document it updates, the
 // unique-index entry it probed for absence) is serializable with respect to
@@ -47,8 +48,9 @@ package pebblekv
 // closes the retired snapshots newest first, so that only the last close of
 // a round is the earliest snapshot's and runs the picker. The price is that
 // versions overwritten within the last tick may survive one more compaction.
-// Without the syncer, snapshots close at once. Begin never waits for a commit (nor for a write stall
-// Pebble imposes on a committer): only committers queue on commitMu.
+// Without the syncer, snapshots close at once. Begin never waits for a
+// commit (nor for a write stall Pebble imposes on a committer): only
+// committers queue on commitMu.
 //
 // Pruning. An entry only matters to a live transaction that started before
 // it. activeMu also guards the multiset of start numbers of live transactions
@@ -66,7 +68,9 @@ package pebblekv
 // commitMu with Pebble's ApplyNoSyncWait (the WAL record is queued, the
 // memtable updated and the batch published, exactly as a Sync commit does
 // before it waits), commitMu is released, and Batch.SyncWait then waits for
-// the group fsync that covers the record, shared with concurrent committers.
+// the group fsync that covers the record, shared with concurrent committers
+// (Pebble marks ApplyNoSyncWait experimental; CockroachDB commits its Raft
+// log with it).
 // An unsynced commit is applied with NoSync and left to the store's background
 // WAL syncer (Options.WALSyncInterval), as plain batches are. The disk-space
 // guard admits a transaction's batch exactly like a plain batch, before the
