@@ -3,11 +3,11 @@ package pebblekv
 // Transactions (storage.TxnKV) on Pebble.
 //
 // Isolation. A transaction reads a Pebble snapshot (taken at its first read,
-// see below) overlaid with its own buffered writes, and commits first-
-// committer-wins: Commit fails with storage.ErrConflict when a commit made
-// after Begin wrote a key this transaction writes or locked. That is
-// snapshot isolation, what WiredTiger gives mongod: no dirty or non-
-// repeatable reads, no lost updates, but write skew between transactions
+// see below) overlaid with its own buffered writes, and commits
+// first-committer-wins: Commit fails with storage.ErrConflict when a commit
+// made after Begin wrote a key this transaction writes or locked. That is
+// snapshot isolation, what WiredTiger gives mongod: no dirty or
+// non-repeatable reads, no lost updates, but write skew between transactions
 // that decide on keys they only read and then write disjoint keys. LockKeys
 // closes that gap for the keys that matter: a locked key is checked at
 // commit like a written one, so a transaction that locks what it read (the
