@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1197,4 +1198,83 @@ func TestTxnRetiredSnapshots(t *testing.T) {
 			t.Fatalf("Close with retired snapshots: %v", err)
 		}
 	}
+}
+
+// slowSyncFS delays every sync of a write-ahead log file while delay is
+// set: a slow disk.
+type slowSyncFS struct {
+	vfs.FS
+	delay atomic.Int64 // nanoseconds
+}
+
+type slowSyncFile struct {
+	vfs.File
+	fs *slowSyncFS
+}
+
+func (fs *slowSyncFS) wrap(name string, f vfs.File, err error) (vfs.File, error) {
+	if err != nil || !strings.HasSuffix(name, ".log") {
+		return f, err
+	}
+	return &slowSyncFile{File: f, fs: fs}, nil
+}
+
+func (fs *slowSyncFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.Create(name, c)
+	return fs.wrap(name, f, err)
+}
+
+func (fs *slowSyncFS) ReuseForWrite(old, name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.ReuseForWrite(old, name, c)
+	return fs.wrap(name, f, err)
+}
+
+func (f *slowSyncFile) wait() { time.Sleep(time.Duration(f.fs.delay.Load())) }
+
+func (f *slowSyncFile) Sync() error { f.wait(); return f.File.Sync() }
+
+func (f *slowSyncFile) SyncData() error { f.wait(); return f.File.SyncData() }
+
+func (f *slowSyncFile) SyncTo(n int64) (bool, error) { f.wait(); return f.File.SyncTo(n) }
+
+// TestTxnFsyncOutsideCommitLock: while a synced transaction waits for a
+// slow fsync, other commits (transactions and plain batches, unsynced)
+// and Begin go through: the fsync is not taken under the commit mutex.
+func TestTxnFsyncOutsideCommitLock(t *testing.T) {
+	fs := &slowSyncFS{FS: vfs.NewMem()}
+	s, err := Open("db", Options{FS: fs, WALSyncInterval: -1})
+	must(t, err)
+	defer s.Close()
+	const delay = 600 * time.Millisecond
+	fs.delay.Store(int64(delay))
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		tx, err := s.Begin()
+		if err == nil {
+			tx.Set([]byte("synced"), []byte("v"))
+			err = tx.Commit(context.Background(), true)
+		}
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // the synced commit is in its fsync
+	other := time.Now()
+	tx := begin(t, s)
+	wantGet(t, tx, "synced", "v") // applied, visible, not yet durable
+	must(t, tx.Set([]byte("fast"), []byte("v")))
+	commit(t, tx)
+	put(t, s, "batch", "v")
+	if d := time.Since(other); d > delay/2 {
+		t.Fatalf("unsynced commits took %v behind a %v fsync", d, delay)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the synced commit returned before its fsync: %v after %v", err, time.Since(start))
+	default:
+	}
+	must(t, <-done)
+	if d := time.Since(start); d < delay {
+		t.Fatalf("the synced commit returned after %v, before the %v fsync", d, delay)
+	}
+	fs.delay.Store(0)
 }
