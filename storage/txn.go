@@ -49,8 +49,13 @@ type Txn interface {
 	// for the store's tombstone compaction heuristics (see Batch).
 	DeleteSized(key []byte, valueSize uint32) error
 	// LockKeys marks keys as read for update: Commit fails with ErrConflict
-	// if another transaction committed a write to one of them after this
-	// transaction started, even if this transaction does not write them.
+	// if another transaction committed a write to (or a lock of) one of them
+	// after this transaction started, even if this transaction does not
+	// write them; and once this transaction commits, its locks count as
+	// writes of those keys for transactions running concurrently (as a
+	// TiKV optimistic transaction's Lock record does). Two transactions that
+	// lock one key therefore never both commit: a key nobody stores can
+	// guard a decision (a unique value claimed, a missing document upserted).
 	LockKeys(keys ...[]byte) error
 	// Commit applies the buffered writes atomically, or fails with
 	// ErrConflict and applies nothing. With sync the call returns only after

@@ -238,10 +238,32 @@ func (c *conflicts) publish(repr []byte, t *txn) (uint64, error) {
 	c.activeMu.Unlock()
 	var err error
 	if others > 0 {
-		err = c.record(repr, seq)
+		if repr != nil {
+			err = c.record(repr, seq)
+		}
+		if t != nil && len(t.locks) > 0 {
+			c.recordLocks(t.locks, seq)
+		}
 	}
 	c.prune(h)
 	return seq, err
+}
+
+// recordLocks enters a committed transaction's locked keys into the table
+// as if it had written them: two transactions that lock one key (two
+// claims of one unique value, two upserts of one missing document) then
+// conflict, the later committer failing, as TiKV's optimistic transactions
+// treat a locked key (a Lock record written at commit).
+func (c *conflicts) recordLocks(keys [][]byte, seq uint64) {
+	if c.table == nil {
+		c.table = make(map[uint64]uint64)
+	}
+	for _, k := range keys {
+		h := keyHash(k)
+		c.table[h] = seq
+		c.fifo = append(c.fifo, keyRec{seq: seq, hash: h})
+	}
+	c.pending.Add(int64(len(keys)))
 }
 
 // record enters the keys a batch wrote into the table under seq.
@@ -636,17 +658,13 @@ func (t *txn) Commit(ctx context.Context, sync bool) error {
 		return err
 	}
 	if !writes {
-		// Locks only: nothing to apply; the locked keys were unchanged
-		// up to this point, which is where the transaction serializes.
-		c.activeMu.Lock()
-		t.commitSeq = c.applied
-		c.deregister(t.start)
-		h := c.horizon()
-		c.activeMu.Unlock()
-		c.prune(h)
+		// Locks only: nothing to apply, but the locks are recorded as
+		// writes under a new number, so a transaction that locked one of
+		// them concurrently conflicts.
+		_, err := c.publish(nil, t)
 		c.commitMu.Unlock()
 		t.finish()
-		return nil
+		return err
 	}
 	if err := s.apply(t.b, sync); err != nil {
 		c.commitMu.Unlock()

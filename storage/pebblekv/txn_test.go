@@ -479,6 +479,37 @@ func TestTxnLockedKeyConflict(t *testing.T) {
 	commit(t, t4)
 }
 
+// TestTxnLockedKeysCountAsWrites: a committed transaction's locks are
+// recorded like writes, so two transactions that lock one key (a guard key
+// nobody writes: two claims of one unique value) cannot both commit, with
+// or without writes of their own; locks that do not overlap do not conflict.
+func TestTxnLockedKeysCountAsWrites(t *testing.T) {
+	s := openMem(t)
+	t1, t2 := begin(t, s), begin(t, s)
+	must(t, t1.LockKeys([]byte("guard")))
+	must(t, t2.LockKeys([]byte("guard")))
+	must(t, t1.Set([]byte("a"), []byte("1")))
+	must(t, t2.Set([]byte("b"), []byte("1")))
+	commit(t, t1)
+	wantConflict(t, t2.Commit(context.Background(), false))
+	// Lock-only transactions too.
+	t3, t4 := begin(t, s), begin(t, s)
+	must(t, t3.LockKeys([]byte("g2")))
+	must(t, t4.LockKeys([]byte("g2")))
+	commit(t, t3)
+	wantConflict(t, t4.Commit(context.Background(), false))
+	// Different guards: both commit.
+	t5, t6 := begin(t, s), begin(t, s)
+	must(t, t5.LockKeys([]byte("g3")))
+	must(t, t6.LockKeys([]byte("g4")))
+	commit(t, t5)
+	commit(t, t6)
+	// A transaction begun after the lock's commit does not conflict.
+	t7 := begin(t, s)
+	must(t, t7.LockKeys([]byte("guard")))
+	commit(t, t7)
+}
+
 // TestTxnNoConflictDisjointOrRead: disjoint writes commit, and a key that
 // was only read (not locked) does not conflict: snapshot isolation.
 func TestTxnNoConflictDisjointOrRead(t *testing.T) {
