@@ -399,8 +399,8 @@ func (s *Store) commitBatch(b *pebble.Batch, sync bool) (uint64, error) {
 	return seq, recErr
 }
 
-// Begin starts a transaction reading a snapshot of the latest committed
-// state.
+// Begin starts a transaction: it registers the start number; the snapshot
+// is taken by the first read (see the file comment).
 func (s *Store) Begin() (storage.Txn, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed

@@ -1288,7 +1288,13 @@ func TestTxnFsyncOutsideCommitLock(t *testing.T) {
 		}
 		done <- err
 	}()
-	time.Sleep(50 * time.Millisecond) // the synced commit is in its fsync
+	// Wait until the synced commit is applied, hence in its fsync.
+	for _, err := s.Get([]byte("synced")); err != nil; _, err = s.Get([]byte("synced")) {
+		if time.Since(start) > delay/2 {
+			t.Fatalf("the synced commit is not applied after %v: %v", time.Since(start), err)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	other := time.Now()
 	tx := begin(t, s)
 	wantGet(t, tx, "synced", "v") // applied, visible, not yet durable
