@@ -285,7 +285,7 @@ func (e *Engine) applyUpdate(r *Request, coll string, q *querySpec, upd *update.
 		case upsert:
 			// Begin before matching: "nothing matches" is then true as of
 			// the guard transaction's snapshot or later.
-			if guard, err = e.kv.Begin(); err != nil {
+			if guard, err = e.beginDocTxn(); err != nil {
 				return nil, err
 			}
 		}

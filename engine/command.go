@@ -121,7 +121,7 @@ func LookupCommand(name string) *Command { return commands[name] }
 var envelope = map[string]bool{
 	"$db": true, "lsid": true, "$readPreference": true, "apiVersion": true, "apiStrict": true,
 	"apiDeprecationErrors": true, "readConcern": true, "writeConcern": true, "maxTimeMS": true,
-	"comment": true, "$clusterTime": true, "txnNumber": false, "$audit": true, "$client": true,
+	"comment": true, "$clusterTime": true, "txnNumber": true, "autocommit": true, "startTransaction": true, "$audit": true, "$client": true,
 	"mayBypassWriteBlocking": true,
 }
 

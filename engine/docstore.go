@@ -237,11 +237,11 @@ func positional(s string) (int, error) {
 // same document conflict. The transaction is committed by the caller.
 //
 // body, when not nil, is newDoc already encoded (an inserted document sent
-// with _id first), so it is not marshalled again. pending, when not nil,
-// holds the unique keys earlier documents of the same transaction claimed.
-// Every check runs before anything is staged, so a refused document leaves
-// the transaction as it was.
-func (c *Collection) writeDoc(b storage.Txn, s *collState, old *record, newDoc bson.D, ts int64, body []byte, pending map[string]struct{}) (size int, err error) {
+// with _id first), so it is not marshalled again. Every check runs before
+// anything is staged, so a refused document leaves the transaction as it
+// was. The _id and unique keys the document takes are claimed in b (see
+// docTxn), so later writes of the same transaction see them as taken.
+func (c *Collection) writeDoc(b storage.Txn, s *collState, old *record, newDoc bson.D, ts int64, body []byte) (size int, err error) {
 	if body == nil {
 		if body, err = bson.Marshal(newDoc); err != nil {
 			return 0, mongoerr.New(mongoerr.BadValue, "cannot encode document: %v", err)
@@ -294,12 +294,6 @@ func (c *Collection) writeDoc(b storage.Txn, s *collState, old *record, newDoc b
 				if err := c.checkUnique(b, s, ix, ch.prefix, k, idKey, newDoc); err != nil {
 					return 0, err
 				}
-				if pending != nil {
-					pk := string(ch.prefix) + string(k)
-					if _, dup := pending[pk]; dup {
-						return 0, dupKeyError(s.meta, &ix.indexMeta, newDoc)
-					}
-				}
 			}
 			ch.add = append(ch.add, k)
 		}
@@ -313,8 +307,8 @@ func (c *Collection) writeDoc(b storage.Txn, s *collState, old *record, newDoc b
 			}
 		}
 		for _, k := range ch.add {
-			if ch.ix.refusesDuplicates() && pending != nil {
-				pending[string(ch.prefix)+string(k)] = struct{}{}
+			if ch.ix.refusesDuplicates() {
+				claim(b, string(ch.prefix)+string(k))
 			}
 			if err := b.Set(cat(cat(ch.prefix, k), idKey), idKey); err != nil {
 				return 0, err
@@ -336,6 +330,7 @@ func (c *Collection) writeDoc(b storage.Txn, s *collState, old *record, newDoc b
 	if err := b.Set(docKey(m.ID, idKey), encodeValue(ts, own, body)); err != nil {
 		return 0, err
 	}
+	claim(b, idClaim(idKey))
 	return len(body), nil
 }
 
@@ -421,6 +416,10 @@ func (c *Collection) checkUnique(tx storage.Txn, s *collState, ix *index, prefix
 		}
 		if r == nil || !s.visible(r, now) {
 			continue
+		}
+		if claimed(tx, string(lo)) {
+			// The holder is a write of this transaction.
+			return dupKeyError(s.meta, &ix.indexMeta, doc)
 		}
 		if stale, err := c.heldSince(s, append(lo, other...), other, now); err != nil {
 			return err

@@ -194,35 +194,6 @@ func (e *Engine) enterTxn(r *Request, c *Command) (func(body bson.D, err error),
 	if !hasLSID {
 		return nil, mongoerr.New(mongoerr.InvalidOptions, "Transaction number requires a session ID to also be specified")
 	}
-	if !txnAllowed[c.Name] {
-		return nil, mongoerr.New(mongoerr.OperationNotSupportedInTransaction, "Cannot run '%s' in a multi-document transaction.", r.Name)
-	}
-	if c.Name == "aggregate" {
-		if p, ok := bsonx.Get(r.Cmd, "pipeline"); ok {
-			if stages, ok := p.(bson.A); ok {
-				for _, s := range stages {
-					if sd, ok := s.(bson.D); ok && len(sd) > 0 && txnRefusedStages[sd[0].Key] {
-						return nil, mongoerr.New(mongoerr.OperationNotSupportedInTransaction, "%s cannot be used in a transaction", sd[0].Key)
-					}
-				}
-			}
-		}
-	}
-	if c.Name != "commitTransaction" && c.Name != "abortTransaction" {
-		if _, ok := bsonx.Get(r.Cmd, "writeConcern"); ok {
-			return nil, mongoerr.New(mongoerr.InvalidOptions, "Cannot set write concern after starting a transaction.")
-		}
-	}
-	rc, hasRC := bsonx.Get(r.Cmd, "readConcern")
-	if hasRC && !start {
-		return nil, mongoerr.New(mongoerr.InvalidOptions, "Only the first command in a transaction may specify a readConcern")
-	}
-	if hasRC {
-		if err := checkTxnReadConcern(rc); err != nil {
-			return nil, err
-		}
-	}
-
 	s := e.txns.session(key)
 	s.mu.Lock()
 	release := func() { s.lastUse = e.clock.Now(); s.mu.Unlock() }
@@ -242,7 +213,7 @@ func (e *Engine) enterTxn(r *Request, c *Command) (func(body bson.D, err error),
 		if s.phase == txnActive {
 			e.abortTxn(s, "a newer transaction started on the session")
 		}
-		tx, err := e.kv.Begin()
+		tx, err := e.beginDocTxn()
 		if err != nil {
 			release()
 			return nil, err
@@ -271,6 +242,12 @@ func (e *Engine) enterTxn(r *Request, c *Command) (func(body bson.D, err error),
 			return nil, mongoerr.New(mongoerr.TransactionCommitted, "Transaction with { txnNumber: %d } has been committed.", number)
 		}
 	}
+	if err := checkTxnStatement(r, c, start); err != nil {
+		// A refused statement aborts the transaction, as any failed one.
+		e.abortTxn(s, "a statement was refused")
+		release()
+		return nil, err
+	}
 	r.sessTxn = s
 	r.txn = s.tx
 	r.txnOnCommit = &s.onCommit
@@ -295,6 +272,42 @@ func (e *Engine) enterTxn(r *Request, c *Command) (func(body bson.D, err error),
 			s.cursors = append(s.cursors, id)
 		}
 	}, nil
+}
+
+// checkTxnStatement refuses what a transaction cannot run: commands
+// outside mongod's allow-list, refused aggregation stages, a write concern
+// on a statement, a read concern after the first statement.
+func checkTxnStatement(r *Request, c *Command, start bool) error {
+	if !txnAllowed[c.Name] {
+		return mongoerr.New(mongoerr.OperationNotSupportedInTransaction, "Cannot run '%s' in a multi-document transaction.", r.Name)
+	}
+	if c.Name == "aggregate" {
+		if p, ok := bsonx.Get(r.Cmd, "pipeline"); ok {
+			if stages, ok := p.(bson.A); ok {
+				for _, s := range stages {
+					if sd, ok := s.(bson.D); ok && len(sd) > 0 && txnRefusedStages[sd[0].Key] {
+						return mongoerr.New(mongoerr.OperationNotSupportedInTransaction, "%s cannot be used in a transaction", sd[0].Key)
+					}
+				}
+			}
+		}
+	}
+	if c.Name != "commitTransaction" && c.Name != "abortTransaction" {
+		if _, ok := bsonx.Get(r.Cmd, "writeConcern"); ok {
+			return mongoerr.New(mongoerr.InvalidOptions, "Cannot set write concern after starting a transaction.")
+		}
+	}
+	rc, hasRC := bsonx.Get(r.Cmd, "readConcern")
+	if hasRC && !start {
+		return mongoerr.New(mongoerr.InvalidOptions, "Only the first command in a transaction may specify a readConcern")
+	}
+	if hasRC {
+		if err := checkTxnReadConcern(rc); err != nil {
+			return err
+		}
+	}
+
+	return nil
 }
 
 // checkTxnReadConcern accepts the read concerns a transaction may start

@@ -66,7 +66,7 @@ func (e *Engine) runTxn(r *Request, fn func(tx storage.Txn) (onCommit func(), er
 		ctx = r.Ctx
 	}
 	for attempt := 0; ; attempt++ {
-		tx, err := e.kv.Begin()
+		tx, err := e.beginDocTxn()
 		if err != nil {
 			return err
 		}
@@ -101,6 +101,48 @@ func (e *Engine) runTxn(r *Request, fn func(tx storage.Txn) (onCommit func(), er
 		}
 	}
 }
+
+// docTxn is a storage transaction of document writes with the _id and
+// unique-index values its writes took: a holder of one of them that a
+// transaction finds live may be its own uncommitted write, which is a
+// duplicate (E11000), not a holder that let go since the snapshot (a
+// conflict, retried). Engine writes always run in one.
+type docTxn struct {
+	storage.Txn
+	claimed map[string]struct{}
+}
+
+func (e *Engine) beginDocTxn() (*docTxn, error) {
+	tx, err := e.kv.Begin()
+	if err != nil {
+		return nil, err
+	}
+	return &docTxn{Txn: tx}, nil
+}
+
+// claim records that tx's writes took k (an idClaim or an index prefix and
+// value).
+func claim(tx storage.Txn, k string) {
+	if dt, ok := tx.(*docTxn); ok {
+		if dt.claimed == nil {
+			dt.claimed = map[string]struct{}{}
+		}
+		dt.claimed[k] = struct{}{}
+	}
+}
+
+// claimed reports whether tx's writes took k.
+func claimed(tx storage.Txn, k string) bool {
+	if dt, ok := tx.(*docTxn); ok {
+		_, in := dt.claimed[k]
+		return in
+	}
+	return false
+}
+
+// idClaim is the claim key of an encoded _id (index claims start with the
+// index prefix byte, never 0).
+func idClaim(idKey []byte) string { return "\x00" + string(idKey) }
 
 // errWriteConflictInTxn is mongod's answer to a conflict inside a
 // multi-document transaction: WriteConflict with the TransientTransactionError

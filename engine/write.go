@@ -105,7 +105,7 @@ func (e *Engine) nowTS() int64 { return e.nowMS() / 1000 }
 // through tx) with the _ts it gets, and returns what to account once the
 // transaction commits.
 func (c *Collection) stageDoc(tx storage.Txn, s *collState, old *record, newDoc bson.D, ts int64) (func(), error) {
-	size, err := c.writeDoc(tx, s, old, newDoc, ts, nil, nil)
+	size, err := c.writeDoc(tx, s, old, newDoc, ts, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -177,6 +177,9 @@ func (c *Collection) idFree(tx storage.Txn, s *collState, idKey []byte, d bson.D
 	}
 	now := c.e.nowMS()
 	if old != nil && s.visible(old, now) {
+		if claimed(tx, idClaim(idKey)) {
+			return nil, dupKeyError(s.meta, nil, d) // written by this transaction
+		}
 		if stale, err := c.heldSince(s, nil, idKey, now); err != nil {
 			return nil, err
 		} else if stale {
@@ -374,7 +377,6 @@ func (c *Collection) insertChunk(r *Request, docs bson.A, raws []bson.Raw, from,
 	err := c.e.runTxn(r, func(tx storage.Txn) (func(), error) {
 		errs, written = nil, 0
 		s := c.st()
-		pending := map[string]struct{}{}
 		ts := c.e.nowTS()
 		var added, addedBytes int64
 		for j := from; j < to; j++ {
@@ -383,7 +385,7 @@ func (c *Collection) insertChunk(r *Request, docs bson.A, raws []bson.Raw, from,
 			if !isDoc {
 				werr = mongoerr.New(mongoerr.TypeMismatch, "document to insert must be an object")
 			} else {
-				werr = c.insertStaged(tx, s, d, raws, j, ts, pending, &added, &addedBytes)
+				werr = c.insertStaged(tx, s, d, raws, j, ts, &added, &addedBytes)
 			}
 			if werr != nil {
 				if storage.IsConflict(werr) {
@@ -409,7 +411,7 @@ func (c *Collection) insertChunk(r *Request, docs bson.A, raws []bson.Raw, from,
 }
 
 // insertStaged stages the j-th document of an insert command into tx.
-func (c *Collection) insertStaged(tx storage.Txn, s *collState, d bson.D, raws []bson.Raw, j int, ts int64, pending map[string]struct{}, added, addedBytes *int64) error {
+func (c *Collection) insertStaged(tx storage.Txn, s *collState, d bson.D, raws []bson.Raw, j int, ts int64, added, addedBytes *int64) error {
 	nd, err := prepareNewDoc(s, d, true)
 	if err != nil {
 		return err
@@ -419,19 +421,14 @@ func (c *Collection) insertStaged(tx storage.Txn, s *collState, d bson.D, raws [
 		body = raws[j]
 	}
 	idKey := idKeyOf(nd[0].Value)
-	pk := "\x00id" + string(idKey)
-	if _, dup := pending[pk]; dup {
-		return dupKeyError(s.meta, nil, nd)
-	}
 	old, err := c.idFree(tx, s, idKey, nd)
 	if err != nil {
 		return err
 	}
-	size, err := c.writeDoc(tx, s, old, nd, ts, body, pending)
+	size, err := c.writeDoc(tx, s, old, nd, ts, body)
 	if err != nil {
 		return err
 	}
-	pending[pk] = struct{}{}
 	replaced := 0
 	if old != nil {
 		replaced = len(old.raw)

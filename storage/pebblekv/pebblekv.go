@@ -457,6 +457,9 @@ func (s *Store) Compact(ctx context.Context, lo, hi []byte) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	// Finished transactions' snapshots still open would keep the versions
+	// they see (the documents the reaper just deleted) from being dropped.
+	s.closeRetired()
 	if hi == nil {
 		// The unbounded end is derived from the sstables, so unflushed
 		// writes must reach them first.
