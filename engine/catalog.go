@@ -100,6 +100,9 @@ type Collection struct {
 	// each other (txn.go); DDL that must see the collection still
 	// (createIndexes, collMod, rename, validate) holds it exclusively.
 	mu sync.RWMutex
+	// purgeMu makes a reaper batch (its commit, the counters and the
+	// consumed expiry ranges) one step for the statistics (figures).
+	purgeMu sync.RWMutex
 
 	statsOnce sync.Once
 	nDocs     atomic.Int64 // stored documents (expired-unpurged included)

@@ -273,6 +273,8 @@ func (c *Collection) purgeExpired(nowMS int64, max int, held bool) (int, int64, 
 		return 0, 0, nil
 	}
 	n, bytes := 0, int64(0)
+	c.purgeMu.Lock()
+	defer c.purgeMu.Unlock()
 	err := c.e.runTxn(nil, func(tx storage.Txn) (func(), error) {
 		n, bytes = 0, 0
 		s := c.st()

@@ -476,6 +476,7 @@ func (s *Store) Compact(ctx context.Context, lo, hi []byte) error {
 
 // Flush flushes the memtable and waits for it to reach an sstable.
 func (s *Store) Flush() error {
+	s.closeRetired() // finished transactions' snapshots would pin what the flush writes
 	if s.closed.Load() {
 		return ErrClosed
 	}
