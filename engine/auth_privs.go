@@ -312,6 +312,9 @@ var cmdAuth = map[string]authNeed{
 	// Any authenticated user: their own sessions and connection.
 	"startSession": anyUser, "endSessions": anyUser, "refreshSessions": anyUser, "killSessions": anyUser,
 	"whatsmyuri": anyUser,
+	// The statements of a transaction were checked one by one; ending it
+	// needs only an authenticated user (mongod: no privileges required).
+	"commitTransaction": anyUser, "abortTransaction": anyUser,
 	// Admin commands (cmd_validate.go, cmd_top.go, cmd_compact.go), as
 	// mongod: validate and compact are actions on the collection, top and
 	// logRotate on the cluster.

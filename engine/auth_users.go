@@ -13,6 +13,7 @@ import (
 
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
+	"github.com/mayflydb/mayfly/storage"
 )
 
 // Users live in admin.system.users as mongod keeps them: one document per
@@ -286,8 +287,8 @@ func (e *Engine) replaceUserDoc(r *Request, id string, d bson.D) (bool, error) {
 }
 
 func (e *Engine) replaceAuthDoc(coll string, r *Request, id string, d bson.D) (bool, error) {
-	return e.changeAuthDoc(coll, r, id, func(c *Collection, s *collState, rec *record) error {
-		return c.commitDoc(r, s, rec, d)
+	return e.changeAuthDoc(coll, r, id, func(c *Collection, tx storage.Txn, s *collState, rec *record) (func(), error) {
+		return c.stageDoc(tx, s, rec, d, e.nowTS())
 	})
 }
 
@@ -296,12 +297,12 @@ func (e *Engine) deleteUserDoc(r *Request, id string) (bool, error) {
 }
 
 func (e *Engine) deleteAuthDoc(coll string, r *Request, id string) (bool, error) {
-	return e.changeAuthDoc(coll, r, id, func(c *Collection, s *collState, rec *record) error {
-		return c.deleteRecord(r, s, rec)
+	return e.changeAuthDoc(coll, r, id, func(c *Collection, tx storage.Txn, s *collState, rec *record) (func(), error) {
+		return c.stageDelete(tx, s, rec)
 	})
 }
 
-func (e *Engine) changeAuthDoc(coll string, r *Request, id string, fn func(c *Collection, s *collState, rec *record) error) (bool, error) {
+func (e *Engine) changeAuthDoc(coll string, r *Request, id string, fn func(c *Collection, tx storage.Txn, s *collState, rec *record) (func(), error)) (bool, error) {
 	c := e.cat.Get(usersDB, coll)
 	if c == nil {
 		return false, nil
@@ -310,8 +311,8 @@ func (e *Engine) changeAuthDoc(coll string, r *Request, id string, fn func(c *Co
 	if err != nil {
 		return false, err
 	}
-	found, err := c.withDoc(cq, idKeyOf(id), false, func(s *collState, rec *record, _ bson.D, _ int) error {
-		return fn(c, s, rec)
+	found, err := c.withDoc(r, cq, idKeyOf(id), false, func(tx storage.Txn, s *collState, rec *record, _ bson.D, _ int) (func(), error) {
+		return fn(c, tx, s, rec)
 	})
 	if err != nil {
 		return found, err

@@ -94,12 +94,15 @@ type Collection struct {
 	e     *Engine
 	state atomic.Pointer[collState]
 
-	// mu orders writers: ordinary document writes hold it shared plus the
-	// stripe of their _id; writes that must see the whole collection (unique
-	// secondary indexes, upserts without _id, DDL, the reaper) hold it
-	// exclusively.
-	mu      sync.RWMutex
-	stripes [64]sync.Mutex
+	// mu orders document writes against DDL: every document write (and
+	// the reaper) holds it shared for the length of its storage
+	// transaction, which alone protects documents and unique values from
+	// each other (txn.go); DDL that must see the collection still
+	// (createIndexes, collMod, rename, validate) holds it exclusively.
+	mu sync.RWMutex
+	// purgeMu makes a reaper batch (its commit, the counters and the
+	// consumed expiry ranges) one step for the statistics (figures).
+	purgeMu sync.RWMutex
 
 	statsOnce sync.Once
 	nDocs     atomic.Int64 // stored documents (expired-unpurged included)

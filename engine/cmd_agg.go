@@ -372,22 +372,7 @@ func (a *aggEnv) Replace(ctx context.Context, db, coll string, id any, doc bson.
 	if c == nil {
 		return mongoerr.New(mongoerr.NamespaceNotFound, "ns not found")
 	}
-	idKey := idKeyOf(id)
-	unlock := c.lockDoc(idKey, false)
-	defer unlock()
-	s := c.st()
-	old, err := c.getRecord(a.e.kv, idKey)
-	if err != nil {
-		return err
-	}
-	if old == nil || !s.visible(old, a.e.nowMS()) {
-		old = nil
-	}
-	nd, err := prepareNewDoc(s, doc, false)
-	if err != nil {
-		return err
-	}
-	return c.commitDoc(a.r, s, old, nd)
+	return c.replaceByID(a.r, idKeyOf(id), doc)
 }
 
 func (a *aggEnv) HasUniqueIndex(ctx context.Context, db, coll string, fields []string) (bool, error) {

@@ -149,14 +149,14 @@ func (c *Collection) figures() collFigures {
 	c.ensureStats()
 	now := c.e.nowMS()
 	f := collFigures{}
-	// The reaper deletes a batch and lowers nDocs under the exclusive lock:
-	// holding it shared makes the backlog and the counters one snapshot, so
-	// a batch purged during the backlog scan is not subtracted twice.
-	c.mu.RLock()
+	// The reaper deletes a batch and lowers nDocs under purgeMu: holding it
+	// shared makes the backlog and the counters one snapshot, so a batch
+	// purged during the backlog scan is not subtracted twice.
+	c.purgeMu.RLock()
 	f.backlogN, f.backlogBytes, f.oldestDeadline = c.backlog(now)
 	f.count = c.nDocs.Load() - f.backlogN
 	f.size = c.size.Load() - f.backlogBytes
-	c.mu.RUnlock()
+	c.purgeMu.RUnlock()
 	if f.count < 0 {
 		f.count = 0
 	}

@@ -1,11 +1,14 @@
 package engine
 
 import (
+	"context"
+
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mayflydb/mayfly/engine/update"
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
+	"github.com/mayflydb/mayfly/storage"
 )
 
 func init() {
@@ -256,10 +259,12 @@ func stmtBool(st bson.D, key string) bool {
 }
 
 // applyUpdate runs one update (or findAndModify update) statement. Each
-// matched document is re-read and re-matched under its write protection,
-// so concurrent updates never lose each other; an upsert runs entirely
-// under the collection's exclusive lock, so concurrent upserts of one key
-// create one document.
+// matched document is re-read, re-matched and rewritten in its own storage
+// transaction, so concurrent updates never lose each other (withDoc). An
+// upsert takes its transaction before it matches: when nothing matches it
+// inserts under the collection's upsert guard, so of two concurrent upserts
+// of one missing document the later committer conflicts, matches again and
+// updates what the first inserted.
 func (e *Engine) applyUpdate(r *Request, coll string, q *querySpec, upd *update.Update, multi, upsert, wantDocs bool) (*updateResult, error) {
 	var c *Collection
 	var err error
@@ -271,44 +276,70 @@ func (e *Engine) applyUpdate(r *Request, coll string, q *querySpec, upd *update.
 	} else if c = e.cat.Get(r.DB, coll); c == nil {
 		return &updateResult{}, validateQuery(q)
 	}
-	held := false
-	if upsert {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		held = true
-	}
 	res := &updateResult{}
-	for attempt := 0; attempt < 100; attempt++ {
-		cq, err := c.compileQuery(r, q)
-		if err != nil {
-			return nil, err
+	for attempt := 0; attempt < maxTxnAttempts; attempt++ {
+		var guard storage.Txn
+		switch {
+		case r.txn != nil:
+			guard = r.txn // a multi-document transaction: matched at its snapshot
+		case upsert:
+			// Begin before matching: "nothing matches" is then true as of
+			// the guard transaction's snapshot or later.
+			if guard, err = e.beginDocTxn(); err != nil {
+				return nil, err
+			}
 		}
-		limit := 1
-		if multi {
-			limit = 0
+		done, err := e.updateAttempt(r, c, q, upd, multi, upsert, wantDocs, res, guard)
+		if guard != nil && guard != r.txn {
+			_ = guard.Rollback()
 		}
-		ids, err := cq.matchedIDs(r, limit)
-		if err != nil {
-			return nil, err
+		if done || err != nil {
+			return res, err
 		}
-		raced := false
-		for _, id := range ids {
-			found, err := c.withDoc(cq, id, held, func(s *collState, rec *record, doc bson.D, pos int) error {
-				nd, modified, err := upd.Apply(doc, pos, false, e.clock.Now())
-				if err != nil {
-					return err
-				}
-				if err := checkIDUnchanged(doc, nd); err != nil {
-					return err
-				}
-				nd, err = prepareNewDoc(s, nd, false)
-				if err != nil {
-					return err
-				}
-				ts := e.nowTS()
-				if err := c.commitDocAt(r, s, rec, nd, ts); err != nil {
-					return err
-				}
+		if attempt > 0 {
+			backoff(attempt)
+		}
+	}
+	return res, mongoerr.New(mongoerr.WriteConflict, "WriteConflict error: this operation conflicted with another operation. Please retry your operation or multi-document transaction.")
+}
+
+// updateAttempt matches once and updates what matched (or upserts, in
+// guard). done is false when the attempt must be repeated: a single update
+// whose match changed away, or an upsert whose insert conflicted.
+func (e *Engine) updateAttempt(r *Request, c *Collection, q *querySpec, upd *update.Update, multi, upsert, wantDocs bool, res *updateResult, guard storage.Txn) (done bool, err error) {
+	cq, err := c.compileQuery(r, q)
+	if err != nil {
+		return true, err
+	}
+	limit := 1
+	if multi {
+		limit = 0
+	}
+	ids, err := cq.matchedIDs(r, limit)
+	if err != nil {
+		return true, err
+	}
+	raced := false
+	for _, id := range ids {
+		found, err := c.withDoc(r, cq, id, false, func(tx storage.Txn, s *collState, rec *record, doc bson.D, pos int) (func(), error) {
+			nd, modified, err := upd.Apply(doc, pos, false, e.clock.Now())
+			if err != nil {
+				return nil, err
+			}
+			if err := checkIDUnchanged(doc, nd); err != nil {
+				return nil, err
+			}
+			nd, err = prepareNewDoc(s, nd, false)
+			if err != nil {
+				return nil, err
+			}
+			ts := e.nowTS()
+			account, err := c.stageDoc(tx, s, rec, nd, ts)
+			if err != nil {
+				return nil, err
+			}
+			return func() {
+				account()
 				res.matched++
 				if modified {
 					res.modified++
@@ -316,32 +347,40 @@ func (e *Engine) applyUpdate(r *Request, coll string, q *querySpec, upd *update.
 				if wantDocs { // with _ts: findAndModify's fields may name it (spec §5.2)
 					res.before, res.after = withTS(doc, rec.ts), withTS(nd, ts)
 				}
-				return nil
-			})
-			if err != nil {
-				return res, err
-			}
-			if !found && !multi {
-				raced = true
-			}
-			if found && !multi {
-				return res, nil
-			}
+			}, nil
+		})
+		if err != nil {
+			return true, err
 		}
-		if raced {
-			continue // the document changed under us: match again
+		if !found && !multi {
+			raced = true
 		}
-		if res.matched > 0 || !upsert {
-			return res, nil
+		if found && !multi {
+			return true, nil
 		}
-		// Upsert: insert the seed with the update applied (we hold the
-		// collection exclusively, so nothing can match meanwhile).
-		return res, e.upsertInsert(r, c, q.filter, upd, res, wantDocs)
 	}
-	return res, mongoerr.New(112, "too many concurrent changes to the matched document; retry the write")
+	if raced {
+		return false, nil // the document changed under us: match again
+	}
+	if res.matched > 0 || !upsert {
+		return true, nil
+	}
+	err = e.upsertInsert(r, c, guard, q.filter, upd, res, wantDocs)
+	if storage.IsConflict(err) && r.txn != nil {
+		e.writeConflicts.Add(1)
+		return true, errWriteConflictInTxn()
+	}
+	if storage.IsConflict(err) {
+		e.writeConflicts.Add(1)
+		return false, nil
+	}
+	return true, err
 }
 
-func (e *Engine) upsertInsert(r *Request, c *Collection, filter bson.D, upd *update.Update, res *updateResult, wantDocs bool) error {
+// upsertInsert inserts the upsert's seed with the update applied, in tx
+// (begun before the match found nothing), under the collection's upsert
+// guard.
+func (e *Engine) upsertInsert(r *Request, c *Collection, tx storage.Txn, filter bson.D, upd *update.Update, res *updateResult, wantDocs bool) error {
 	seed, err := upd.UpsertSeed(filter)
 	if err != nil {
 		return err
@@ -357,22 +396,42 @@ func (e *Engine) upsertInsert(r *Request, c *Collection, filter bson.D, upd *upd
 	if err != nil {
 		return err
 	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.dropped.Load() {
+		return mongoerr.New(mongoerr.NamespaceNotFound, "collection was dropped")
+	}
 	s := c.st()
 	nd, err = prepareNewDoc(s, nd, true)
 	if err != nil {
 		return err
 	}
+	if err := tx.LockKeys(upsertGuardKey(s.meta.ID)); err != nil {
+		return err
+	}
 	idKey := idKeyOf(nd[0].Value)
-	old, err := c.getRecord(e.kv, idKey)
+	old, err := c.idFree(tx, s, idKey, nd)
 	if err != nil {
 		return err
 	}
-	if old != nil && s.visible(old, e.nowMS()) {
-		return dupKeyError(s.meta, nil, nd)
-	}
 	ts := e.nowTS()
-	if err := c.commitDocAt(r, s, old, nd, ts); err != nil {
+	account, err := c.stageDoc(tx, s, old, nd, ts)
+	if err != nil {
 		return err
+	}
+	if r.txn != nil {
+		if r.txnOnCommit != nil {
+			*r.txnOnCommit = append(*r.txnOnCommit, account)
+		}
+	} else {
+		ctx := context.Background()
+		if r.Ctx != nil {
+			ctx = r.Ctx
+		}
+		if err := tx.Commit(ctx, r.SyncRequested()); err != nil {
+			return err
+		}
+		account()
 	}
 	res.upsertedID = nd[0].Value
 	if wantDocs {
@@ -479,11 +538,17 @@ func (c *Collection) deleteMatching(r *Request, q *querySpec, single bool, got *
 		}
 		raced := false
 		for _, id := range ids {
-			found, err := c.withDoc(cq, id, false, func(s *collState, rec *record, doc bson.D, _ int) error {
-				if got != nil {
-					*got = withTS(doc, rec.ts)
+			found, err := c.withDoc(r, cq, id, false, func(tx storage.Txn, s *collState, rec *record, doc bson.D, _ int) (func(), error) {
+				account, err := c.stageDelete(tx, s, rec)
+				if err != nil {
+					return nil, err
 				}
-				return c.deleteRecord(r, s, rec)
+				return func() {
+					account()
+					if got != nil {
+						*got = withTS(doc, rec.ts)
+					}
+				}, nil
 			})
 			if err != nil {
 				return n, err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
+	"github.com/mayflydb/mayfly/storage"
 	"github.com/mayflydb/mayfly/wire"
 )
 
@@ -35,6 +36,16 @@ type Request struct {
 	// authDBFilter, set by authorization, keeps listDatabases to the
 	// databases the user has privileges on.
 	authDBFilter func(db string) bool
+	// txn is the storage transaction of the multi-document transaction the
+	// command runs in (nil outside one): reads see its snapshot and own
+	// writes, writes are staged into it and committed by commitTransaction.
+	txn storage.Txn
+	// txnOnCommit collects what the transaction's statements account once
+	// it commits (document counters).
+	txnOnCommit *[]func()
+	// sessTxn is the session's transaction state while a transaction
+	// command holds it.
+	sessTxn *sessionTxn
 	// queries are the queries the command compiled, for the slow-query
 	// log's planSummary and examined counts (slowlog.go).
 	queries []*compiledQuery
@@ -110,7 +121,7 @@ func LookupCommand(name string) *Command { return commands[name] }
 var envelope = map[string]bool{
 	"$db": true, "lsid": true, "$readPreference": true, "apiVersion": true, "apiStrict": true,
 	"apiDeprecationErrors": true, "readConcern": true, "writeConcern": true, "maxTimeMS": true,
-	"comment": true, "$clusterTime": true, "txnNumber": false, "$audit": true, "$client": true,
+	"comment": true, "$clusterTime": true, "txnNumber": true, "autocommit": true, "startTransaction": true, "$audit": true, "$client": true,
 	"mayBypassWriteBlocking": true,
 }
 
@@ -210,14 +221,33 @@ func (e *Engine) dispatch(r *Request) (bson.D, error) {
 			r.Deadline = time.Now().Add(time.Duration(ms) * time.Millisecond)
 		}
 	}
-	if err := checkWriteConcern(r); err != nil {
+	finishTxn, err := e.enterTxn(r, c) // transactions.go
+	if err != nil {
 		return nil, err
 	}
-	if err := checkReadConcern(r, c.Name); err != nil {
-		return nil, err
+	var body bson.D
+	if finishTxn != nil {
+		// Release the session whatever happens, a panic included.
+		defer func() {
+			if p := recover(); p != nil {
+				finishTxn(nil, mongoerr.New(mongoerr.InternalError, "panic"))
+				panic(p)
+			}
+			finishTxn(body, err)
+		}()
+	}
+	if r.sessTxn == nil || c.Name == "commitTransaction" || c.Name == "abortTransaction" {
+		if err = checkWriteConcern(r); err != nil {
+			return nil, err
+		}
+	}
+	if r.sessTxn == nil {
+		if err = checkReadConcern(r, c.Name); err != nil {
+			return nil, err
+		}
 	}
 	e.countOp(c.Name)
-	body, err := c.Run(e, r)
+	body, err = c.Run(e, r)
 	if r.DB == usersDB && (r.Target() == usersColl || r.Target() == rolesColl || c.Name == "dropDatabase") && c.Name != "find" {
 		// A direct change to admin.system.users (a restore, a root user's
 		// update) reaches the user cache too.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"hash/fnv"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -229,47 +228,20 @@ func positional(s string) (int, error) {
 	return n, nil
 }
 
-// --- locking ----------------------------------------------------------------
-
-// lockDoc takes the write protection for one document: the collection lock
-// shared plus the stripe of its _id, or the collection lock exclusively when
-// the write must see other documents (unique secondary indexes, upserts
-// without _id). It returns the unlock function.
-func (c *Collection) lockDoc(idKey []byte, exclusive bool) func() {
-	if exclusive || c.needsExclusive() {
-		c.mu.Lock()
-		return c.mu.Unlock
-	}
-	c.mu.RLock()
-	h := fnv.New32a()
-	h.Write(idKey)
-	s := &c.stripes[h.Sum32()%uint32(len(c.stripes))]
-	s.Lock()
-	return func() { s.Unlock(); c.mu.RUnlock() }
-}
-
-func (c *Collection) needsExclusive() bool {
-	for _, ix := range c.st().indexes {
-		if ix.refusesDuplicates() {
-			return true
-		}
-	}
-	return false
-}
-
 // --- writes -----------------------------------------------------------------
 
-// writeDoc stores newDoc (with _id first) in place of old (nil for an insert
-// or when no document is stored), maintaining every index and the expiry
-// index in the same batch. Callers hold the document's write protection.
-// The batch is committed by the caller.
+// writeDoc stages newDoc (with _id first) in place of old (nil for an
+// insert or when no document is stored) into the transaction tx,
+// maintaining every index and the expiry index. old must have been read
+// through tx: writing the document's key makes a concurrent writer of the
+// same document conflict. The transaction is committed by the caller.
 //
 // body, when not nil, is newDoc already encoded (an inserted document sent
-// with _id first), so it is not marshalled again. pending, when not nil,
-// holds the unique keys earlier documents of the same (uncommitted) batch
-// claimed. Every check runs before anything is added to the batch, so a
-// refused document leaves the batch as it was.
-func (c *Collection) writeDoc(b storage.Batch, s *collState, old *record, newDoc bson.D, ts int64, body []byte, pending map[string]struct{}) (size int, err error) {
+// with _id first), so it is not marshalled again. Every check runs before
+// anything is staged, so a refused document leaves the transaction as it
+// was. The _id and unique keys the document takes are claimed in b (see
+// docTxn), so later writes of the same transaction see them as taken.
+func (c *Collection) writeDoc(b storage.Txn, s *collState, old *record, newDoc bson.D, ts int64, body []byte) (size int, err error) {
 	if body == nil {
 		if body, err = bson.Marshal(newDoc); err != nil {
 			return 0, mongoerr.New(mongoerr.BadValue, "cannot encode document: %v", err)
@@ -319,14 +291,8 @@ func (c *Collection) writeDoc(b storage.Batch, s *collState, old *record, newDoc
 		ch.del, added = diffKeys(oldKeys, newKeys, oldLive)
 		for _, k := range added {
 			if ix.refusesDuplicates() {
-				if err := c.checkUnique(s, ix, ch.prefix, k, idKey, newDoc); err != nil {
+				if err := c.checkUnique(b, s, ix, ch.prefix, k, idKey, newDoc); err != nil {
 					return 0, err
-				}
-				if pending != nil {
-					pk := string(ch.prefix) + string(k)
-					if _, dup := pending[pk]; dup {
-						return 0, dupKeyError(s.meta, &ix.indexMeta, newDoc)
-					}
 				}
 			}
 			ch.add = append(ch.add, k)
@@ -341,8 +307,8 @@ func (c *Collection) writeDoc(b storage.Batch, s *collState, old *record, newDoc
 			}
 		}
 		for _, k := range ch.add {
-			if ch.ix.refusesDuplicates() && pending != nil {
-				pending[string(ch.prefix)+string(k)] = struct{}{}
+			if ch.ix.refusesDuplicates() {
+				claim(b, string(ch.prefix)+string(k))
 			}
 			if err := b.Set(cat(cat(ch.prefix, k), idKey), idKey); err != nil {
 				return 0, err
@@ -364,6 +330,7 @@ func (c *Collection) writeDoc(b storage.Batch, s *collState, old *record, newDoc
 	if err := b.Set(docKey(m.ID, idKey), encodeValue(ts, own, body)); err != nil {
 		return 0, err
 	}
+	claim(b, idClaim(idKey))
 	return len(body), nil
 }
 
@@ -371,7 +338,7 @@ func (c *Collection) writeDoc(b storage.Batch, s *collState, old *record, newDoc
 // ttl n > 0 → keyed by its deadline; no own ttl → keyed by _ts (inherits
 // DefaultTTL, whatever it is at reaping time); own ttl -1 → not filed. The
 // entry depends only on the document, so TTL settings never rewrite it.
-func (c *Collection) setExpiryEntry(b storage.Batch, collID uint64, r *record, size int) error {
+func (c *Collection) setExpiryEntry(b storage.Txn, collID uint64, r *record, size int) error {
 	var v [4]byte
 	binary.BigEndian.PutUint32(v[:], uint32(size))
 	switch {
@@ -384,7 +351,7 @@ func (c *Collection) setExpiryEntry(b storage.Batch, collID uint64, r *record, s
 	}
 }
 
-func (c *Collection) deleteExpiryEntry(b storage.Batch, collID uint64, r *record) error {
+func (c *Collection) deleteExpiryEntry(b storage.Txn, collID uint64, r *record) error {
 	switch {
 	case r.own == -1:
 		return nil
@@ -395,8 +362,9 @@ func (c *Collection) deleteExpiryEntry(b storage.Batch, collID uint64, r *record
 	}
 }
 
-// deleteDoc removes a stored document with its index and expiry entries.
-func (c *Collection) deleteDoc(b storage.Batch, s *collState, old *record) error {
+// deleteDoc stages the removal of a stored document (read through b) with
+// its index and expiry entries.
+func (c *Collection) deleteDoc(b storage.Txn, s *collState, old *record) error {
 	doc, err := old.doc()
 	if err != nil {
 		return err
@@ -418,29 +386,67 @@ func (c *Collection) deleteDoc(b storage.Batch, s *collState, old *record) error
 
 // checkUnique refuses a key that a live document other than idKey holds.
 // Expired holders do not count (spec §6.3).
-func (c *Collection) checkUnique(s *collState, ix *index, prefix, key, idKey []byte, doc bson.D) error {
+//
+// The probe reads tx's snapshot and locks the value's guard key (the index
+// prefix and value without an _id, a key no entry has): two transactions
+// claiming one value both lock its guard, so the later committer conflicts
+// and re-checks, and a unique index is never violated. A holder found in
+// the snapshot that has let go of the value since (updated, deleted) is a
+// conflict too, not a duplicate: the retry sees the current state, as
+// mongod's storage engine would make it retry.
+func (c *Collection) checkUnique(tx storage.Txn, s *collState, ix *index, prefix, key, idKey []byte, doc bson.D) error {
 	lo := append(append([]byte(nil), prefix...), key...)
-	it, err := c.e.kv.NewIter(lo, prefixEnd(lo))
+	if err := tx.LockKeys(lo); err != nil {
+		return err
+	}
+	it, err := tx.NewIter(lo, prefixEnd(lo))
 	if err != nil {
 		return err
 	}
 	defer it.Close()
 	now := c.e.nowMS()
 	for ok := it.First(); ok; ok = it.Next() {
-		other := it.Value()
+		other := append([]byte(nil), it.Value()...)
 		if bytes.Equal(other, idKey) {
 			continue
 		}
-		r, err := c.getRecord(c.e.kv, other)
+		r, err := c.getRecord(tx, other)
 		if err != nil {
 			return err
 		}
 		if r == nil || !s.visible(r, now) {
 			continue
 		}
+		if claimed(tx, string(lo)) {
+			// The holder is a write of this transaction.
+			return dupKeyError(s.meta, &ix.indexMeta, doc)
+		}
+		if stale, err := c.heldSince(s, append(lo, other...), other, now); err != nil {
+			return err
+		} else if stale {
+			return storage.ErrConflict
+		}
 		return dupKeyError(s.meta, &ix.indexMeta, doc)
 	}
 	return it.Error()
+}
+
+// heldSince reports whether a holder found live in a snapshot has let go
+// since: its entry entryKey or its live document is gone from the latest
+// committed state.
+func (c *Collection) heldSince(s *collState, entryKey, idKey []byte, now int64) (stale bool, err error) {
+	if entryKey != nil {
+		if _, err := c.e.kv.Get(entryKey); err == storage.ErrNotFound {
+			return true, nil
+		} else if err != nil {
+			return false, err
+		}
+	}
+	r, err := c.getRecord(c.e.kv, idKey)
+	if err != nil {
+		return false, err
+	}
+	return r == nil || !s.visible(r, now), nil
 }
 
 // dupKeyError renders mongod's E11000 error with keyPattern and keyValue.

@@ -20,7 +20,7 @@ import (
 // Config configures an Engine.
 type Config struct {
 	// KV is the opened store. The engine does not close it.
-	KV     storage.KV
+	KV     storage.TxnKV
 	Logger *zap.Logger
 	// Verbosity is the logger's verbosity (mlog.Verbosity.Core), which the
 	// logLevel and logComponentVerbosity parameters read and change; nil:
@@ -81,7 +81,7 @@ type CompressionFigures struct {
 
 // Engine is one mayfly database instance.
 type Engine struct {
-	kv     storage.KV
+	kv     storage.TxnKV
 	log    *zap.Logger
 	verb   *mlog.Verbosity
 	clock  ttl.Clock
@@ -104,9 +104,16 @@ type Engine struct {
 	// activeReaders and activeWriters are the commands in flight that
 	// read or write collections (status_metrics.go lockKindOf).
 	activeReaders, activeWriters atomic.Int64
-	fgOps                        atomic.Int64
-	reaper                       *reaper
-	compactCh                    chan [2][]byte
+	// writeConflicts counts storage transactions retried after a
+	// conflict (serverStatus metrics.operation.writeConflicts).
+	writeConflicts atomic.Int64
+	// txns is the sessions' multi-document transaction state.
+	txns txnTable
+	// replSetName is --replSet (empty: a standalone).
+	replSetName string
+	fgOps       atomic.Int64
+	reaper      *reaper
+	compactCh   chan [2][]byte
 
 	ops struct {
 		insert, query, update, delete, getmore, command atomic.Int64
@@ -274,6 +281,7 @@ func (e *Engine) clockLoop() {
 			return
 		case <-t.C:
 			e.nowMS()
+			e.sweepTxns(e.clock.Now()) // transactionLifetimeLimitSeconds
 		}
 	}
 }

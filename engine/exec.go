@@ -36,6 +36,16 @@ type scanner struct {
 	sub    *scanner
 	stats  *scanStats
 	done   bool
+	// rd is what the scan reads: the request's multi-document transaction
+	// (its snapshot and own writes) when it runs in one, else the store.
+	rd storage.Reader
+}
+
+func (s *scanner) reader() storage.Reader {
+	if s.rd != nil {
+		return s.rd
+	}
+	return s.c.e.kv
 }
 
 func newScanner(c *Collection, p *plan, stats *scanStats) *scanner {
@@ -118,7 +128,7 @@ func (s *scanner) next() (*record, error) {
 		lo, hi := s.bounds()
 		s.rangeI = saved
 		if s.iter == nil {
-			it, err := s.c.e.kv.NewIter(lo, hi)
+			it, err := s.reader().NewIter(lo, hi)
 			if err != nil {
 				return nil, err
 			}
@@ -182,7 +192,7 @@ func (s *scanner) nextPoint() (*record, error) {
 			i = n - 1 - i
 		}
 		s.rangeI++
-		r, err := s.c.getRecord(s.c.e.kv, s.p.ranges[i].lo)
+		r, err := s.c.getRecord(s.reader(), s.p.ranges[i].lo)
 		if err != nil {
 			return nil, err
 		}
@@ -215,7 +225,7 @@ func (s *scanner) fetch(key, val []byte) (*record, error) {
 			}
 			s.seen[string(idKey)] = true
 		}
-		r, err := s.c.getRecord(s.c.e.kv, append([]byte(nil), idKey...))
+		r, err := s.c.getRecord(s.reader(), append([]byte(nil), idKey...))
 		if err != nil || r == nil {
 			return nil, err
 		}
@@ -243,6 +253,7 @@ func (s *scanner) nextOr() (*record, error) {
 	for s.subI < len(s.p.subs) {
 		if s.sub == nil {
 			s.sub = newScanner(s.c, s.p.subs[s.subI], s.stats)
+			s.sub.rd = s.rd
 		}
 		r, err := s.sub.next()
 		if err != nil {

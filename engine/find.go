@@ -104,6 +104,9 @@ func idOnlyEquality(f bson.D) bool {
 func (cq *compiledQuery) matches() *matchIter {
 	mi := cq.c.newMatchIter(cq.plan, cq.m, cq.withTS, &cq.stats)
 	mi.r = cq.r
+	if cq.r != nil && cq.r.txn != nil {
+		mi.sc.rd = cq.r.txn
+	}
 	return mi
 }
 

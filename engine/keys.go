@@ -14,6 +14,7 @@ import (
 //	0x10 <collID:8> <_id>                         document: header + BSON
 //	0x11 <collID:8> <indexID:4> <key…> <_id>      secondary index entry; value = encoded _id
 //	0x12 <collID:8> <kind:1> <instant:8> <_id>    expiry index entry; value = document size (4 bytes)
+//	0x13 <collID:8> <what:1>                      guard key: never stored, only locked (Txn.LockKeys)
 //
 // <_id> and <key…> use keycodec, an order-preserving encoding of BSON values
 // in MongoDB's comparison order, so _id lookups and ranges and index scans
@@ -24,7 +25,12 @@ const (
 	pfxDoc     = 0x10
 	pfxIndex   = 0x11
 	pfxExpiry  = 0x12
+	pfxGuard   = 0x13
 )
+
+// upsertGuardKey is the key an upsert that inserts locks: two concurrent
+// upserts that both found nothing conflict on it (applyUpdate).
+func upsertGuardKey(collID uint64) []byte { return append(collPrefix(pfxGuard, collID), 'u') }
 
 // Expiry index kinds: documents with their own valid ttl are keyed by their
 // deadline; documents that inherit DefaultTTL are keyed by _ts, so changing

@@ -3,6 +3,7 @@ package engine
 import (
 	"sort"
 	"sync/atomic"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -115,6 +116,7 @@ func (e *Engine) runtimeParams() bson.D {
 		{Key: "internalQueryMaxRangeBytes", Value: int32(e.params.exprLimit(&e.params.rangeMem))},
 		{Key: "logComponentVerbosity", Value: e.logComponentVerbosity()},
 		{Key: "logLevel", Value: int32(e.verbosity().Level())},
+		{Key: "transactionLifetimeLimitSeconds", Value: int32(e.txns.lifetimeLimit() / time.Second)},
 	}
 }
 
@@ -174,6 +176,16 @@ func (e *Engine) setParam(name string, v any) error {
 		return e.setLogLevel(v)
 	case "logComponentVerbosity":
 		return e.setLogComponentVerbosity(v)
+	case "transactionLifetimeLimitSeconds":
+		n, ok := bsonx.ToInt64(v)
+		if !ok {
+			return mongoerr.New(mongoerr.BadValue, "Invalid value for parameter %s: %v", name, v)
+		}
+		if n < 1 {
+			return mongoerr.New(mongoerr.BadValue, "Invalid value for parameter transactionLifetimeLimitSeconds: %d is not greater than or equal to 1", n)
+		}
+		e.txns.lifetime.Store(n)
+		return nil
 	case "allowDiskUseByDefault":
 		// an IDL bool parameter takes any value by its truth (coerce<bool>)
 		e.params.diskUseOff.Store(!truthy(v))

@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 
+	"github.com/mayflydb/mayfly/storage"
 	"github.com/mayflydb/mayfly/ttl"
 )
 
@@ -195,10 +196,12 @@ func (s *collState) ttlIndexRanges(nowMS int64) [][2][]byte {
 
 // purgeExpired physically deletes up to max documents expired at nowMS.
 // Candidates come from range scans of the expiry index and TTL indexes;
-// each is re-checked with the rule under the collection's exclusive lock
-// (the writers' protection) before deletion, so a live document is never
-// deleted. Consumed expiry-index ranges go with one DeleteRange. With held
-// the caller already holds the lock.
+// each is re-read and re-checked with the rule in the storage transaction
+// that deletes it, so a live document is never deleted: a concurrent write
+// that makes a candidate live again writes its key, and whichever commits
+// second conflicts and re-checks. Consumed expiry-index ranges go with one
+// DeleteRange. With held the caller already holds the collection's lock
+// (exclusively: collMod's purge before lengthening expiry).
 func (c *Collection) purgeExpired(nowMS int64, max int, held bool) (int, int64, error) {
 	s := c.st()
 	if s.policy == nil {
@@ -260,31 +263,38 @@ func (c *Collection) purgeExpired(nowMS int64, max int, held bool) (int, int64, 
 		return 0, 0, nil
 	}
 	if !held {
-		c.mu.Lock()
-		defer c.mu.Unlock()
+		// Shared: the deletes are one storage transaction, so a write that
+		// makes a candidate live again conflicts with it (and the retry
+		// re-checks), while foreground writes of other documents go on.
+		c.mu.RLock()
+		defer c.mu.RUnlock()
 	}
 	if c.dropped.Load() {
 		return 0, 0, nil
 	}
-	s = c.st()
-	b := c.e.kv.NewBatch()
-	defer b.Close()
 	n, bytes := 0, int64(0)
-	for _, idKey := range cands {
-		rec, err := c.getRecord(c.e.kv, idKey)
-		if err != nil {
-			return 0, 0, err
+	c.purgeMu.Lock()
+	defer c.purgeMu.Unlock()
+	err := c.e.runTxn(nil, func(tx storage.Txn) (func(), error) {
+		n, bytes = 0, 0
+		s := c.st()
+		for _, idKey := range cands {
+			rec, err := c.getRecord(tx, idKey)
+			if err != nil {
+				return nil, err
+			}
+			if rec == nil || !ttl.Expired(s.deadline(rec), nowMS) {
+				continue // re-checked: changed meanwhile, or not expired after all
+			}
+			if err := c.deleteDoc(tx, s, rec); err != nil {
+				return nil, err
+			}
+			n++
+			bytes += int64(len(rec.raw))
 		}
-		if rec == nil || !ttl.Expired(s.deadline(rec), nowMS) {
-			continue // re-checked: changed meanwhile, or not expired after all
-		}
-		if err := c.deleteDoc(b, s, rec); err != nil {
-			return 0, 0, err
-		}
-		n++
-		bytes += int64(len(rec.raw))
-	}
-	if err := b.Commit(false); err != nil {
+		return nil, nil
+	})
+	if err != nil {
 		return 0, 0, err
 	}
 	// Every entry up to the last one scanned in these expiry ranges belonged

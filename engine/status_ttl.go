@@ -12,10 +12,11 @@ import (
 func init() {
 	RegisterStatusSection("metrics", func(e *Engine) any {
 		st := e.ReaperStats()
-		return bson.D{{Key: "document", Value: e.documentStatus()}, {Key: "queryExecutor", Value: e.queryExecutorStatus()}, {Key: "ttl", Value: bson.D{
-			{Key: "deletedDocuments", Value: st.DeletedDocuments},
-			{Key: "passes", Value: st.Passes},
-		}}}
+		return bson.D{{Key: "document", Value: e.documentStatus()}, {Key: "queryExecutor", Value: e.queryExecutorStatus()},
+			{Key: "operation", Value: bson.D{{Key: "writeConflicts", Value: e.writeConflicts.Load()}}}, {Key: "ttl", Value: bson.D{
+				{Key: "deletedDocuments", Value: st.DeletedDocuments},
+				{Key: "passes", Value: st.Passes},
+			}}}
 	})
 	RegisterStatusSection("ttl", func(e *Engine) any { return e.ttlStatus() })
 }

@@ -18,10 +18,34 @@ import (
 	"github.com/mayflydb/mayfly/wire"
 )
 
-// syncSpy counts batch commits by their sync flag.
+// syncSpy counts batch and transaction commits by their sync flag.
 type syncSpy struct {
-	storage.KV
+	storage.TxnKV
 	synced, unsynced atomic.Int64
+}
+
+type spyTxn struct {
+	storage.Txn
+	s *syncSpy
+}
+
+func (s *syncSpy) Begin() (storage.Txn, error) {
+	tx, err := s.TxnKV.Begin()
+	if err != nil {
+		return nil, err
+	}
+	return &spyTxn{Txn: tx, s: s}, nil
+}
+
+func (t *spyTxn) Commit(ctx context.Context, sync bool) error {
+	if t.Len() > 0 {
+		if sync {
+			t.s.synced.Add(1)
+		} else {
+			t.s.unsynced.Add(1)
+		}
+	}
+	return t.Txn.Commit(ctx, sync)
 }
 
 type spyBatch struct {
@@ -29,7 +53,7 @@ type spyBatch struct {
 	s *syncSpy
 }
 
-func (s *syncSpy) NewBatch() storage.Batch { return &spyBatch{Batch: s.KV.NewBatch(), s: s} }
+func (s *syncSpy) NewBatch() storage.Batch { return &spyBatch{Batch: s.TxnKV.NewBatch(), s: s} }
 
 func (b *spyBatch) Commit(sync bool) error {
 	if sync {
@@ -47,7 +71,7 @@ func TestJournaledWritesCommitWithSync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spy := &syncSpy{KV: kv}
+	spy := &syncSpy{TxnKV: kv}
 	// A stopped clock: the expiry clock's lease (a synced write once per
 	// second of activity) is written once, by the warm-up insert below.
 	e, err := engine.Open(engine.Config{KV: spy, Clock: ttl.NewFakeClock(t0), Reaper: engine.ReaperConfig{Disabled: true}})

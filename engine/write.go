@@ -8,6 +8,7 @@ import (
 
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
+	"github.com/mayflydb/mayfly/storage"
 	"github.com/mayflydb/mayfly/ttl"
 )
 
@@ -100,90 +101,136 @@ func depth(v any) int {
 // nowTS is _ts for a write happening now (Unix seconds, spec §1).
 func (e *Engine) nowTS() int64 { return e.nowMS() / 1000 }
 
-// commitDoc writes one document change in its own atomic batch.
-func (c *Collection) commitDoc(r *Request, s *collState, old *record, newDoc bson.D) error {
-	return c.commitDocAt(r, s, old, newDoc, c.e.nowTS())
+// stageDoc stages one document change (newDoc in place of old, read
+// through tx) with the _ts it gets, and returns what to account once the
+// transaction commits.
+func (c *Collection) stageDoc(tx storage.Txn, s *collState, old *record, newDoc bson.D, ts int64) (func(), error) {
+	size, err := c.writeDoc(tx, s, old, newDoc, ts, nil)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		if old == nil {
+			c.nDocs.Add(1)
+			c.size.Add(int64(size))
+		} else {
+			c.size.Add(int64(size - len(old.raw)))
+		}
+	}, nil
 }
 
-// commitDocAt is commitDoc with the _ts the document gets.
-func (c *Collection) commitDocAt(r *Request, s *collState, old *record, newDoc bson.D, ts int64) error {
-	b := c.e.kv.NewBatch()
-	defer b.Close()
-	size, err := c.writeDoc(b, s, old, newDoc, ts, nil, nil)
-	if err != nil {
-		return err
-	}
-	if err := b.Commit(r.SyncRequested()); err != nil {
-		return err
-	}
-	if old == nil {
-		c.nDocs.Add(1)
-		c.size.Add(int64(size))
-	} else {
-		c.size.Add(int64(size - len(old.raw)))
-	}
-	return nil
+// replaceByID stores newDoc under idKey in its own transaction, whatever
+// is stored there (nothing, a live or an expired document: $merge's
+// replacement by _id). Callers that decide from the stored document use
+// withDoc instead.
+func (c *Collection) replaceByID(r *Request, idKey []byte, newDoc bson.D) error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.e.runTxn(r, func(tx storage.Txn) (func(), error) {
+		if c.dropped.Load() {
+			return nil, mongoerr.New(mongoerr.NamespaceNotFound, "collection was dropped")
+		}
+		s := c.st()
+		old, err := c.getRecord(tx, idKey)
+		if err != nil {
+			return nil, err
+		}
+		nd, err := prepareNewDoc(s, newDoc, false)
+		if err != nil {
+			return nil, err
+		}
+		return c.stageDoc(tx, s, old, nd, c.e.nowTS())
+	})
 }
 
 // insertOne stores a new document; an expired holder of its _id is
 // replaced (spec §6.3).
 func (c *Collection) insertOne(r *Request, d bson.D) error {
-	s := c.st()
-	d, err := prepareNewDoc(s, d, true)
+	d, err := prepareNewDoc(c.st(), d, true)
 	if err != nil {
 		return err
 	}
 	idKey := idKeyOf(d[0].Value)
-	unlock := c.lockDoc(idKey, false)
-	defer unlock()
-	if c.dropped.Load() {
-		return mongoerr.New(mongoerr.NamespaceNotFound, "collection was dropped")
-	}
-	s = c.st()
-	old, err := c.getRecord(c.e.kv, idKey)
-	if err != nil {
-		return err
-	}
-	if old != nil && s.visible(old, c.e.nowMS()) {
-		return dupKeyError(s.meta, nil, d)
-	}
-	return c.commitDoc(r, s, old, d)
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.e.runTxn(r, func(tx storage.Txn) (func(), error) {
+		if c.dropped.Load() {
+			return nil, mongoerr.New(mongoerr.NamespaceNotFound, "collection was dropped")
+		}
+		s := c.st()
+		old, err := c.idFree(tx, s, idKey, d)
+		if err != nil {
+			return nil, err
+		}
+		return c.stageDoc(tx, s, old, d, c.e.nowTS())
+	})
 }
 
-// withDoc re-reads a matched document under its write protection, checks
-// it is still live and still matches, and hands it to fn. found is false
-// when the document changed away meanwhile (the caller moves on or
-// retries). With held the caller already holds the collection exclusively.
-func (c *Collection) withDoc(cq *compiledQuery, idKey []byte, held bool, fn func(s *collState, rec *record, doc bson.D, pos int) error) (found bool, err error) {
-	if !held {
-		unlock := c.lockDoc(idKey, false)
-		defer unlock()
-	}
-	if c.dropped.Load() {
-		return false, nil
-	}
-	s := c.st()
-	rec, err := c.getRecord(c.e.kv, idKey)
-	if err != nil || rec == nil || !s.visible(rec, c.e.nowMS()) {
-		return false, err
-	}
-	doc, err := rec.doc()
+// idFree reads the stored holder of idKey through tx and refuses it when
+// it is live (E11000 on _id_). It returns the holder otherwise (nil, or an
+// expired document the new one replaces). A holder live in the snapshot but
+// gone since is a conflict: the retry sees the current state.
+func (c *Collection) idFree(tx storage.Txn, s *collState, idKey []byte, d bson.D) (*record, error) {
+	old, err := c.getRecord(tx, idKey)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	mdoc := doc
-	if cq.withTS {
-		mdoc = append(bsonx.CloneD(doc), bson.E{Key: "_ts", Value: rec.ts})
-	}
-	pos := -1
-	if cq.m != nil {
-		ok, p := cq.m.MatchesPos(mdoc)
-		if !ok {
-			return false, nil
+	now := c.e.nowMS()
+	if old != nil && s.visible(old, now) {
+		if claimed(tx, idClaim(idKey)) {
+			return nil, dupKeyError(s.meta, nil, d) // written by this transaction
 		}
-		pos = p
+		if stale, err := c.heldSince(s, nil, idKey, now); err != nil {
+			return nil, err
+		} else if stale {
+			return nil, storage.ErrConflict
+		}
+		return nil, dupKeyError(s.meta, nil, d)
 	}
-	return true, fn(s, rec, doc, pos)
+	return old, nil
+}
+
+// withDoc reads a matched document in a storage transaction, checks it is
+// still live and still matches, and hands it to fn, which stages its change
+// into tx; the transaction then commits, and is run again from a fresh
+// snapshot when a concurrent write of the document conflicts. found is
+// false when the document changed away meanwhile (the caller moves on or
+// retries). With held the caller already holds the collection's lock.
+func (c *Collection) withDoc(r *Request, cq *compiledQuery, idKey []byte, held bool, fn func(tx storage.Txn, s *collState, rec *record, doc bson.D, pos int) (func(), error)) (found bool, err error) {
+	if !held {
+		c.mu.RLock()
+		defer c.mu.RUnlock()
+	}
+	err = c.e.runTxn(r, func(tx storage.Txn) (func(), error) {
+		found = false
+		if c.dropped.Load() {
+			return nil, nil
+		}
+		s := c.st()
+		rec, err := c.getRecord(tx, idKey)
+		if err != nil || rec == nil || !s.visible(rec, c.e.nowMS()) {
+			return nil, err
+		}
+		doc, err := rec.doc()
+		if err != nil {
+			return nil, err
+		}
+		mdoc := doc
+		if cq.withTS {
+			mdoc = append(bsonx.CloneD(doc), bson.E{Key: "_ts", Value: rec.ts})
+		}
+		pos := -1
+		if cq.m != nil {
+			ok, p := cq.m.MatchesPos(mdoc)
+			if !ok {
+				return nil, nil
+			}
+			pos = p
+		}
+		found = true
+		return fn(tx, s, rec, doc, pos)
+	})
+	return found, err
 }
 
 // matchedIDs runs a query and returns the _id keys of the live matches
@@ -242,23 +289,19 @@ func (cq *compiledQuery) sortedRecords() ([]*matchedDoc, error) {
 	return ss.docs, nil
 }
 
-// deleteMatched removes a document found by withDoc.
-func (c *Collection) deleteRecord(r *Request, s *collState, rec *record) error {
+// stageDelete stages the removal of a document found by withDoc.
+func (c *Collection) stageDelete(tx storage.Txn, s *collState, rec *record) (func(), error) {
 	if s.meta.DB == "admin" && s.meta.Name == "system.version" && bytes.Equal(rec.idKey, fcvIDKey) {
 		// OpObserverImpl::onDelete keeps the featureCompatibilityVersion document.
-		return mongoerr.New(40670, "removing FeatureCompatibilityVersion document is not allowed")
+		return nil, mongoerr.New(40670, "removing FeatureCompatibilityVersion document is not allowed")
 	}
-	b := c.e.kv.NewBatch()
-	defer b.Close()
-	if err := c.deleteDoc(b, s, rec); err != nil {
-		return err
+	if err := c.deleteDoc(tx, s, rec); err != nil {
+		return nil, err
 	}
-	if err := b.Commit(r.SyncRequested()); err != nil {
-		return err
-	}
-	c.nDocs.Add(-1)
-	c.size.Add(-int64(len(rec.raw)))
-	return nil
+	return func() {
+		c.nDocs.Add(-1)
+		c.size.Add(-int64(len(rec.raw)))
+	}, nil
 }
 
 // ensureStats initialises the stored-document counters once per collection
@@ -288,12 +331,14 @@ func (c *Collection) ensureStats() {
 const insertChunk = 256
 
 // insertMany stores the documents of one insert command. Each chunk of
-// documents is written under the collection's exclusive lock into one
-// atomic batch (every document in it whole, so readers never see part of
-// one), with duplicate _id and unique keys checked against the store and
-// against the chunk itself. A refused document adds nothing to the batch;
-// ordered inserts stop at it. raws, when given, are the documents as the
-// client sent them, reused as the stored bytes when _id is already first.
+// documents is one storage transaction (every document in it whole, so
+// readers never see part of one), with duplicate _id and unique keys
+// checked against the snapshot and against the chunk itself; concurrent
+// inserters of other documents run in parallel, and a conflict (another
+// writer claimed one of the chunk's _ids or unique values) runs the chunk
+// again. A refused document adds nothing to the transaction; ordered
+// inserts stop at it. raws, when given, are the documents as the client
+// sent them, reused as the stored bytes when _id is already first.
 func (c *Collection) insertMany(r *Request, docs bson.A, raws []bson.Raw, ordered bool) (n int64, errs bson.A, err error) {
 	for i := 0; i < len(docs); {
 		end := min(i+insertChunk, len(docs))
@@ -316,8 +361,8 @@ func (c *Collection) insertMany(r *Request, docs bson.A, raws []bson.Raw, ordere
 }
 
 func (c *Collection) insertChunk(r *Request, docs bson.A, raws []bson.Raw, from, to int, ordered bool) (int64, bson.A, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	var errs bson.A
 	if c.dropped.Load() {
 		for j := from; j < to; j++ {
@@ -328,65 +373,68 @@ func (c *Collection) insertChunk(r *Request, docs bson.A, raws []bson.Raw, from,
 		}
 		return 0, errs, nil
 	}
-	s := c.st()
-	b := c.e.kv.NewBatch()
-	defer b.Close()
-	pending := map[string]struct{}{}
-	ts, nowMS := c.e.nowTS(), c.e.nowMS()
-	var added, addedBytes, written int64
-	for j := from; j < to; j++ {
-		d, isDoc := docs[j].(bson.D)
-		var werr error
-		var size int
-		replaced := 0
-		if !isDoc {
-			werr = mongoerr.New(mongoerr.TypeMismatch, "document to insert must be an object")
-		} else {
-			var nd bson.D
-			nd, werr = prepareNewDoc(s, d, true)
-			if werr == nil {
-				var body []byte
-				if raws != nil && raws[j] != nil && len(nd) == len(d) && d[0].Key == "_id" {
-					body = raws[j]
-				}
-				idKey := idKeyOf(nd[0].Value)
-				pk := "\x00id" + string(idKey)
-				if _, dup := pending[pk]; dup {
-					werr = dupKeyError(s.meta, nil, nd)
-				} else if old, gerr := c.getRecord(c.e.kv, idKey); gerr != nil {
-					werr = gerr
-				} else if old != nil && s.visible(old, nowMS) {
-					werr = dupKeyError(s.meta, nil, nd)
-				} else if size, werr = c.writeDoc(b, s, old, nd, ts, body, pending); werr == nil {
-					pending[pk] = struct{}{}
-					if old != nil {
-						replaced = len(old.raw)
-					}
-				}
-				if werr == nil && replaced == 0 {
-					added++
-				}
-				if werr == nil {
-					written++
-				}
-				if werr == nil {
-					addedBytes += int64(size - replaced)
-				}
+	var written int64
+	err := c.e.runTxn(r, func(tx storage.Txn) (func(), error) {
+		errs, written = nil, 0
+		s := c.st()
+		ts := c.e.nowTS()
+		var added, addedBytes int64
+		for j := from; j < to; j++ {
+			d, isDoc := docs[j].(bson.D)
+			var werr error
+			if !isDoc {
+				werr = mongoerr.New(mongoerr.TypeMismatch, "document to insert must be an object")
+			} else {
+				werr = c.insertStaged(tx, s, d, raws, j, ts, &added, &addedBytes)
 			}
-		}
-		if werr != nil {
-			errs = append(errs, mongoerr.From(werr).WriteError(j))
-			if ordered {
-				break
+			if werr != nil {
+				if storage.IsConflict(werr) {
+					return nil, werr
+				}
+				errs = append(errs, mongoerr.From(werr).WriteError(j))
+				if ordered {
+					break
+				}
+				continue
 			}
+			written++
 		}
+		return func() {
+			c.nDocs.Add(added)
+			c.size.Add(addedBytes)
+		}, nil
+	})
+	if err != nil {
+		return 0, nil, err
 	}
-	if b.Len() > 0 {
-		if err := b.Commit(r.SyncRequested()); err != nil {
-			return 0, nil, err
-		}
-	}
-	c.nDocs.Add(added)
-	c.size.Add(addedBytes)
 	return written, errs, nil
+}
+
+// insertStaged stages the j-th document of an insert command into tx.
+func (c *Collection) insertStaged(tx storage.Txn, s *collState, d bson.D, raws []bson.Raw, j int, ts int64, added, addedBytes *int64) error {
+	nd, err := prepareNewDoc(s, d, true)
+	if err != nil {
+		return err
+	}
+	var body []byte
+	if raws != nil && raws[j] != nil && len(nd) == len(d) && d[0].Key == "_id" {
+		body = raws[j]
+	}
+	idKey := idKeyOf(nd[0].Value)
+	old, err := c.idFree(tx, s, idKey, nd)
+	if err != nil {
+		return err
+	}
+	size, err := c.writeDoc(tx, s, old, nd, ts, body)
+	if err != nil {
+		return err
+	}
+	replaced := 0
+	if old != nil {
+		replaced = len(old.raw)
+	} else {
+		*added++
+	}
+	*addedBytes += int64(size - replaced)
+	return nil
 }

@@ -24,7 +24,7 @@ func TestIssue21WriteConcernSpellingsSync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spy := &syncSpy{KV: kv}
+	spy := &syncSpy{TxnKV: kv}
 	e, err := engine.Open(engine.Config{KV: spy, Clock: ttl.NewFakeClock(t0), Reaper: engine.ReaperConfig{Disabled: true}})
 	if err != nil {
 		t.Fatal(err)

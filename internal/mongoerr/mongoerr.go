@@ -47,6 +47,7 @@ const (
 	ProtocolError               = 17
 	QueryExceededMemoryLimit    = 292
 	BSONObjectTooLarge          = 10334
+	WriteConflict               = 112
 	DuplicateKey                = 11000
 	InvalidLength               = 16
 	OperationFailed             = 96

@@ -92,6 +92,13 @@ type Store struct {
 	syncerDone chan struct{}
 	log        *zap.Logger
 	guard      *diskGuard // nil without Options.DiskGuard
+
+	// cc orders commits and detects transaction conflicts (txn.go).
+	cc conflicts
+	// retired holds finished transactions' snapshots until the WAL
+	// syncer's next tick closes them (txn.go).
+	retiredMu sync.Mutex
+	retired   []retiredSnap
 }
 
 var _ storage.KV = (*Store)(nil)
@@ -224,6 +231,7 @@ func (s *Store) walSyncer(interval time.Duration) {
 		case <-s.stopSyncer:
 			return
 		case <-t.C:
+			s.closeRetired()
 			if !s.unsynced.Swap(false) {
 				continue
 			}
@@ -321,9 +329,14 @@ func (s *Store) NewIter(lo, hi []byte) (storage.Iterator, error) {
 }
 
 // iterOptions copies the bounds: Pebble keeps referring to them for the
-// iterator's lifetime, and callers build bounds in reusable buffers.
+// iterator's lifetime, and callers build bounds in reusable buffers. An
+// inverted range (lo > hi), which Pebble does not allow, becomes the empty
+// range [lo, lo).
 func iterOptions(lo, hi []byte) *pebble.IterOptions {
 	o := &pebble.IterOptions{}
+	if lo != nil && hi != nil && bytes.Compare(lo, hi) > 0 {
+		hi = lo
+	}
 	if lo != nil {
 		o.LowerBound = append(make([]byte, 0, len(lo)), lo...)
 	}
@@ -446,6 +459,9 @@ func (s *Store) Compact(ctx context.Context, lo, hi []byte) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	// Finished transactions' snapshots still open would keep the versions
+	// they see (the documents the reaper just deleted) from being dropped.
+	s.closeRetired()
 	if hi == nil {
 		// The unbounded end is derived from the sstables, so unflushed
 		// writes must reach them first.
@@ -462,6 +478,7 @@ func (s *Store) Compact(ctx context.Context, lo, hi []byte) error {
 
 // Flush flushes the memtable and waits for it to reach an sstable.
 func (s *Store) Flush() error {
+	s.closeRetired() // finished transactions' snapshots would pin what the flush writes
 	if s.closed.Load() {
 		return ErrClosed
 	}
@@ -498,6 +515,7 @@ func (s *Store) Close() error {
 		// Pebble panics on use after Close: the syncer stops first.
 		close(s.stopSyncer)
 		<-s.syncerDone
+		s.closeRetired()
 	}
 	if s.guard != nil {
 		s.guard.close()
@@ -533,6 +551,7 @@ type batch struct {
 	// the batch may go: deletions and essential bookkeeping may use it.
 	hasSet    bool
 	essential bool
+	seq       uint64 // commit number once committed (tests order histories by it)
 }
 
 func (b *batch) Set(key, value []byte) error {
@@ -557,7 +576,8 @@ func (b *batch) MarkEssential() { b.essential = true }
 // a later synced write forces it out, and fsynced with that write: until
 // then a process crash (kill -9) loses it, as a machine crash loses what
 // the OS had not written back. The store's WAL syncer bounds that window
-// to Options.WALSyncInterval.
+// to Options.WALSyncInterval. The commit is numbered and recorded like a
+// transaction's, so transactions that touch its keys conflict (txn.go).
 func (b *batch) Commit(sync bool) error {
 	if b.s.closed.Load() {
 		return ErrClosed
@@ -573,14 +593,9 @@ func (b *batch) Commit(sync bool) error {
 			return err
 		}
 	}
-	if sync {
-		return b.b.Commit(pebble.Sync)
-	}
-	if err := b.b.Commit(pebble.NoSync); err != nil {
-		return err
-	}
-	b.s.unsynced.Store(true)
-	return nil
+	var err error
+	b.seq, err = b.s.commitBatch(b.b, sync)
+	return err
 }
 
 // Len is the number of operations (Pebble's own Len is the byte size).

@@ -1,0 +1,162 @@
+package engine
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mayflydb/mayfly/internal/mongoerr"
+	"github.com/mayflydb/mayfly/storage"
+)
+
+// Every document write runs as one storage transaction (storage.Txn):
+// the document, its index entries and its expiry-index entry are read at
+// one snapshot and committed together, first committer wins. Two writers of
+// one document both write its key, so the later committer fails with
+// storage.ErrConflict and runs again from a fresh snapshot, where it sees
+// the other's result: no lost update, without any per-document lock.
+// Decisions that depend on keys a transaction does not write are protected
+// by locking those keys (Txn.LockKeys): the unique-index guard of a claimed
+// value (checkUnique), and the collection's upsert guard (an upsert that
+// found nothing inserts under it, so two upserts of one missing document
+// serialize).
+//
+// As in mongod, single-document writes never surface a write conflict to
+// clients: runTxn retries them, with a short randomised backoff, until they
+// commit, fail for another reason, or the operation's deadline passes.
+// Collection-level exclusion against DDL (createIndexes, collMod, drop,
+// rename) stays the collection's RWMutex: writers hold it shared.
+
+// testHookBeforeCommit, set by tests only, runs between a write's staging
+// and its commit.
+var testHookBeforeCommit func(r *Request)
+
+// maxTxnAttempts bounds the retries of one write; a write conflicting this
+// often is starved and answers WriteConflict (112) rather than spinning.
+const maxTxnAttempts = 1000
+
+// runTxn runs fn in a storage transaction and commits it, retrying on
+// conflict. fn stages writes into tx and may return an onCommit function,
+// run once after the successful commit (counters, results: anything fn
+// must not leave behind when its attempt is thrown away).
+//
+// Inside a multi-document transaction (r.txn set) fn stages into that
+// transaction once, nothing commits, and a conflict is the transaction's
+// WriteConflict, which the client retries whole.
+func (e *Engine) runTxn(r *Request, fn func(tx storage.Txn) (onCommit func(), err error)) error {
+	if r != nil && r.txn != nil {
+		done, err := fn(r.txn)
+		if err != nil {
+			if storage.IsConflict(err) {
+				e.writeConflicts.Add(1)
+				return errWriteConflictInTxn()
+			}
+			return err
+		}
+		if done != nil && r.txnOnCommit != nil {
+			*r.txnOnCommit = append(*r.txnOnCommit, done)
+		}
+		return nil
+	}
+	sync := r != nil && r.SyncRequested()
+	ctx := context.Background()
+	if r != nil && r.Ctx != nil {
+		ctx = r.Ctx
+	}
+	for attempt := 0; ; attempt++ {
+		tx, err := e.beginDocTxn()
+		if err != nil {
+			return err
+		}
+		done, err := fn(tx)
+		if err == nil {
+			if h := testHookBeforeCommit; h != nil {
+				h(r)
+			}
+			err = tx.Commit(ctx, sync)
+		}
+		_ = tx.Rollback()
+		if err == nil {
+			if done != nil {
+				done()
+			}
+			return nil
+		}
+		if !storage.IsConflict(err) {
+			return err
+		}
+		e.writeConflicts.Add(1)
+		if attempt+1 >= maxTxnAttempts {
+			return mongoerr.New(mongoerr.WriteConflict, "WriteConflict error: this operation conflicted with another operation. Please retry your operation or multi-document transaction.")
+		}
+		if r != nil {
+			if derr := r.CheckDeadline(); derr != nil {
+				return derr
+			}
+		}
+		if attempt > 0 {
+			backoff(attempt)
+		}
+	}
+}
+
+// docTxn is a storage transaction of document writes with the _id and
+// unique-index values its writes took: a holder of one of them that a
+// transaction finds live may be its own uncommitted write, which is a
+// duplicate (E11000), not a holder that let go since the snapshot (a
+// conflict, retried). Engine writes always run in one.
+type docTxn struct {
+	storage.Txn
+	claimed map[string]struct{}
+}
+
+func (e *Engine) beginDocTxn() (*docTxn, error) {
+	tx, err := e.kv.Begin()
+	if err != nil {
+		return nil, err
+	}
+	return &docTxn{Txn: tx}, nil
+}
+
+// claim records that tx's writes took k (an idClaim or an index prefix and
+// value).
+func claim(tx storage.Txn, k string) {
+	if dt, ok := tx.(*docTxn); ok {
+		if dt.claimed == nil {
+			dt.claimed = map[string]struct{}{}
+		}
+		dt.claimed[k] = struct{}{}
+	}
+}
+
+// claimed reports whether tx's writes took k.
+func claimed(tx storage.Txn, k string) bool {
+	if dt, ok := tx.(*docTxn); ok {
+		_, in := dt.claimed[k]
+		return in
+	}
+	return false
+}
+
+// idClaim is the claim key of an encoded _id (index claims start with the
+// index prefix byte, never 0).
+func idClaim(idKey []byte) string { return "\x00" + string(idKey) }
+
+// errWriteConflictInTxn is mongod's answer to a conflict inside a
+// multi-document transaction: WriteConflict with the TransientTransactionError
+// label, which makes the drivers retry the whole transaction.
+func errWriteConflictInTxn() error {
+	err := mongoerr.New(mongoerr.WriteConflict, "Caused by :: Write conflict during plan execution and yielding is disabled. :: Please retry your operation or multi-document transaction.")
+	err.Extra = bson.D{{Key: "errorLabels", Value: bson.A{"TransientTransactionError"}}}
+	return err
+}
+
+// backoff sleeps a little before the attempt-th retry: growing, randomised
+// (so conflicting writers do not retry in lockstep), capped at 10 ms.
+func backoff(attempt int) {
+	limit := time.Duration(1<<min(attempt, 10)) * 10 * time.Microsecond
+	limit = min(limit, 10*time.Millisecond)
+	time.Sleep(rand.N(limit) + time.Microsecond)
+}
