@@ -331,6 +331,7 @@ func (c *Collection) writeDoc(b storage.Txn, s *collState, old *record, newDoc b
 		return 0, err
 	}
 	claim(b, idClaim(idKey))
+	noteStaged(b, c, idKey, ts)
 	return len(body), nil
 }
 

@@ -218,6 +218,7 @@ func (e *Engine) enterTxn(r *Request, c *Command) (func(body bson.D, err error),
 			release()
 			return nil, err
 		}
+		tx.multi = true
 		s.number, s.phase, s.tx, s.onCommit, s.cursors = number, txnActive, tx, nil, nil
 		s.expires = now.Add(e.txns.lifetimeLimit())
 		e.txns.started.Add(1)
@@ -378,7 +379,13 @@ func (e *Engine) commitTxn(r *Request, s *sessionTxn) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	err := s.tx.Commit(ctx, r.SyncRequested())
+	var err error
+	if dt, ok := s.tx.(*docTxn); ok {
+		err = dt.restamp(e.nowTS())
+	}
+	if err == nil {
+		err = s.tx.Commit(ctx, r.SyncRequested())
+	}
 	if err != nil {
 		e.abortTxn(s, "commit failed: "+err.Error())
 		if storage.IsConflict(err) {

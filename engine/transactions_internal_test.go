@@ -177,3 +177,46 @@ func TestTransactionLifetimeLimit(t *testing.T) {
 		t.Fatalf("expired transaction left %d documents", n)
 	}
 }
+
+// The documents a transaction writes get the commit's time as _ts (spec
+// §1: _ts is the last modification, which happens at the commit), however
+// long the transaction ran.
+func TestTransactionWritesGetTheCommitTS(t *testing.T) {
+	e := openTxnTestEngine(t)
+	e.replSetName = "rs0"
+	clock := e.clock.(*ttl.FakeClock)
+	ls := newLSID(5)
+	if _, err := e.testRun(t, bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 2}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.testRun(t, append(bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}}, txnFields(ls, 1, true)...)); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(3 * time.Second)
+	if _, err := e.testRun(t, append(bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 2}}}, {Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 1}}}}}}}}}, txnFields(ls, 1, false)...)); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(4 * time.Second)
+	commitTS := clock.Now().Unix()
+	if _, err := e.adminRun(t, append(bson.D{{Key: "commitTransaction", Value: 1}}, txnFields(ls, 1, false)...)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.testRun(t, bson.D{{Key: "find", Value: "c"}, {Key: "projection", Value: bson.D{{Key: "_ts", Value: 1}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, _ := bsonx.Get(res, "cursor")
+	fb, _ := bsonx.Get(cur.(bson.D), "firstBatch")
+	docs := fb.(bson.A)
+	if len(docs) != 2 {
+		t.Fatalf("%d documents", len(docs))
+	}
+	for _, d := range docs {
+		raw := d.(bson.Raw)
+		n, _ := raw.Lookup("_ts").AsInt64OK()
+		if n != commitTS {
+			ts := raw.Lookup("_ts")
+			t.Fatalf("%v: _ts %v, want the commit's %d", d, ts, commitTS)
+		}
+	}
+}

@@ -110,6 +110,64 @@ func (e *Engine) runTxn(r *Request, fn func(tx storage.Txn) (onCommit func(), er
 type docTxn struct {
 	storage.Txn
 	claimed map[string]struct{}
+	// multi marks a multi-document transaction's storage transaction:
+	// staged lists the documents it wrote, which commit restamps with the
+	// commit's time (_ts, spec §1: the last modification is the commit).
+	multi  bool
+	staged []stagedDoc
+}
+
+type stagedDoc struct {
+	c     *Collection
+	idKey []byte
+	ts    int64
+}
+
+// noteStaged records a document a multi-document transaction wrote.
+func noteStaged(tx storage.Txn, c *Collection, idKey []byte, ts int64) {
+	if dt, ok := tx.(*docTxn); ok && dt.multi {
+		dt.staged = append(dt.staged, stagedDoc{c: c, idKey: idKey, ts: ts})
+	}
+}
+
+// restamp gives the documents a multi-document transaction wrote the
+// commit's _ts (ts): each still stored by the transaction with an earlier
+// _ts is rewritten in place (same body, so no index key changes; its
+// expiry-index entry moves). Called just before the commit.
+func (dt *docTxn) restamp(ts int64) error {
+	done := map[string]bool{}
+	for i := len(dt.staged) - 1; i >= 0; i-- {
+		sd := dt.staged[i]
+		k := string(docKey(sd.c.Meta().ID, sd.idKey))
+		if done[k] || sd.ts == ts {
+			done[k] = true
+			continue
+		}
+		done[k] = true
+		if sd.c.dropped.Load() {
+			continue
+		}
+		s := sd.c.st()
+		rec, err := sd.c.getRecord(dt, sd.idKey)
+		if err != nil {
+			return err
+		}
+		if rec == nil || rec.ts == ts {
+			continue // deleted later in the transaction, or already stamped
+		}
+		doc, err := rec.doc()
+		if err != nil {
+			return err
+		}
+		saved := dt.multi
+		dt.multi = false // the rewrite is not a new staged write
+		_, err = sd.c.writeDoc(dt, s, rec, doc, ts, rec.raw)
+		dt.multi = saved
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (e *Engine) beginDocTxn() (*docTxn, error) {
