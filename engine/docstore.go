@@ -308,7 +308,7 @@ func (c *Collection) writeDoc(b storage.Txn, s *collState, old *record, newDoc b
 		}
 		for _, k := range ch.add {
 			if ch.ix.refusesDuplicates() {
-				claim(b, string(ch.prefix)+string(k))
+				claim(b, string(ch.prefix)+string(k), idKey)
 			}
 			if err := b.Set(cat(cat(ch.prefix, k), idKey), idKey); err != nil {
 				return 0, err
@@ -330,7 +330,7 @@ func (c *Collection) writeDoc(b storage.Txn, s *collState, old *record, newDoc b
 	if err := b.Set(docKey(m.ID, idKey), encodeValue(ts, own, body)); err != nil {
 		return 0, err
 	}
-	claim(b, idClaim(idKey))
+	claim(b, idClaim(idKey), idKey)
 	noteStaged(b, c, idKey, ts)
 	return len(body), nil
 }
@@ -400,7 +400,15 @@ func (c *Collection) checkUnique(tx storage.Txn, s *collState, ix *index, prefix
 	if err := tx.LockKeys(lo); err != nil {
 		return err
 	}
-	it, err := tx.NewIter(lo, prefixEnd(lo))
+	rd, latest := c.e.readerOf(tx)
+	if latest {
+		// An earlier document of this (insert) transaction took the
+		// value: the latest committed state does not show it.
+		if owner, ok := claimedBy(tx, string(lo)); ok && owner != string(idKey) {
+			return dupKeyError(s.meta, &ix.indexMeta, doc)
+		}
+	}
+	it, err := rd.NewIter(lo, prefixEnd(lo))
 	if err != nil {
 		return err
 	}
@@ -411,15 +419,15 @@ func (c *Collection) checkUnique(tx storage.Txn, s *collState, ix *index, prefix
 		if bytes.Equal(other, idKey) {
 			continue
 		}
-		r, err := c.getRecord(tx, other)
+		r, err := c.getRecord(rd, other)
 		if err != nil {
 			return err
 		}
 		if r == nil || !s.visible(r, now) {
 			continue
 		}
-		if claimed(tx, string(lo)) {
-			// The holder is a write of this transaction.
+		if latest || claimed(tx, string(lo)) {
+			// Live now, or a write of this transaction.
 			return dupKeyError(s.meta, &ix.indexMeta, doc)
 		}
 		if stale, err := c.heldSince(s, append(lo, other...), other, now); err != nil {

@@ -278,8 +278,9 @@ func (c *Collection) purgeExpired(nowMS int64, max int, held bool) (int, int64, 
 	err := c.e.runTxn(nil, func(tx storage.Txn) (func(), error) {
 		n, bytes = 0, 0
 		s := c.st()
+		rd, _ := c.e.readerOf(tx)
 		for _, idKey := range cands {
-			rec, err := c.getRecord(tx, idKey)
+			rec, err := c.getRecord(rd, idKey)
 			if err != nil {
 				return nil, err
 			}

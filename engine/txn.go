@@ -109,7 +109,7 @@ func (e *Engine) runTxn(r *Request, fn func(tx storage.Txn) (onCommit func(), er
 // conflict, retried). Engine writes always run in one.
 type docTxn struct {
 	storage.Txn
-	claimed map[string]struct{}
+	claimed map[string]string // claim → the encoded _id that took it
 	// multi marks a multi-document transaction's storage transaction:
 	// staged lists the documents it wrote, which commit restamps with the
 	// commit's time (_ts, spec §1: the last modification is the commit).
@@ -178,24 +178,47 @@ func (e *Engine) beginDocTxn() (*docTxn, error) {
 	return &docTxn{Txn: tx}, nil
 }
 
-// claim records that tx's writes took k (an idClaim or an index prefix and
-// value).
-func claim(tx storage.Txn, k string) {
+// claim records that tx's write of the document idKey took k (an idClaim
+// or an index prefix and value).
+func claim(tx storage.Txn, k string, idKey []byte) {
 	if dt, ok := tx.(*docTxn); ok {
 		if dt.claimed == nil {
-			dt.claimed = map[string]struct{}{}
+			dt.claimed = map[string]string{}
 		}
-		dt.claimed[k] = struct{}{}
+		dt.claimed[k] = string(idKey)
 	}
 }
 
 // claimed reports whether tx's writes took k.
 func claimed(tx storage.Txn, k string) bool {
+	_, ok := claimedBy(tx, k)
+	return ok
+}
+
+// claimedBy returns the encoded _id of the document whose write in tx
+// took k.
+func claimedBy(tx storage.Txn, k string) (string, bool) {
 	if dt, ok := tx.(*docTxn); ok {
-		_, in := dt.claimed[k]
-		return in
+		id, in := dt.claimed[k]
+		return id, in
 	}
-	return false
+	return "", false
+}
+
+// readerOf is where a write in tx reads the documents and index entries
+// its decision rests on. A single-document write (every write outside a
+// multi-document transaction) reads the latest committed state: it writes
+// the key of every document it read (and locks every unique value it
+// probed), so any commit that changed them after it began makes it
+// conflict and run again, and reading the newest state spares it a
+// snapshot and the overlay of its own writes (an insert's earlier
+// documents are found by their claims). A multi-document transaction reads
+// its snapshot and its own writes (latest false).
+func (e *Engine) readerOf(tx storage.Txn) (rd storage.Reader, latest bool) {
+	if dt, ok := tx.(*docTxn); ok && !dt.multi {
+		return e.kv, true
+	}
+	return tx, false
 }
 
 // idClaim is the claim key of an encoded _id (index claims start with the

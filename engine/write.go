@@ -131,7 +131,8 @@ func (c *Collection) replaceByID(r *Request, idKey []byte, newDoc bson.D) error 
 			return nil, mongoerr.New(mongoerr.NamespaceNotFound, "collection was dropped")
 		}
 		s := c.st()
-		old, err := c.getRecord(tx, idKey)
+		rd, _ := c.e.readerOf(tx)
+		old, err := c.getRecord(rd, idKey)
 		if err != nil {
 			return nil, err
 		}
@@ -171,14 +172,20 @@ func (c *Collection) insertOne(r *Request, d bson.D) error {
 // expired document the new one replaces). A holder live in the snapshot but
 // gone since is a conflict: the retry sees the current state.
 func (c *Collection) idFree(tx storage.Txn, s *collState, idKey []byte, d bson.D) (*record, error) {
-	old, err := c.getRecord(tx, idKey)
+	rd, latest := c.e.readerOf(tx)
+	if latest {
+		if _, ok := claimedBy(tx, idClaim(idKey)); ok {
+			return nil, dupKeyError(s.meta, nil, d) // an earlier document of this insert
+		}
+	}
+	old, err := c.getRecord(rd, idKey)
 	if err != nil {
 		return nil, err
 	}
 	now := c.e.nowMS()
 	if old != nil && s.visible(old, now) {
-		if claimed(tx, idClaim(idKey)) {
-			return nil, dupKeyError(s.meta, nil, d) // written by this transaction
+		if latest || claimed(tx, idClaim(idKey)) {
+			return nil, dupKeyError(s.meta, nil, d) // live now, or written by this transaction
 		}
 		if stale, err := c.heldSince(s, nil, idKey, now); err != nil {
 			return nil, err
@@ -207,7 +214,8 @@ func (c *Collection) withDoc(r *Request, cq *compiledQuery, idKey []byte, held b
 			return nil, nil
 		}
 		s := c.st()
-		rec, err := c.getRecord(tx, idKey)
+		rd, _ := c.e.readerOf(tx)
+		rec, err := c.getRecord(rd, idKey)
 		if err != nil || rec == nil || !s.visible(rec, c.e.nowMS()) {
 			return nil, err
 		}
