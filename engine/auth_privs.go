@@ -76,9 +76,9 @@ var (
 	readWriteActions = append(append([]string{}, readActions...), "convertToCapped", "createCollection", "createIndex", "dropCollection", "dropIndex", "insert", "remove", "renameCollectionSameDB", "update")
 	dbAdminActions   = []string{"bypassDocumentValidation", "collMod", "collStats", "compact", "convertToCapped", "createCollection", "createIndex", "dbStats", "dropCollection", "dropDatabase", "dropIndex", "enableProfiler", "listCollections", "listIndexes", "planCacheIndexFilter", "planCacheRead", "planCacheWrite", "reIndex", "renameCollectionSameDB", "validate"}
 	userAdminActions = []string{"changeCustomData", "changePassword", "createRole", "createUser", "dropRole", "dropUser", "grantRole", "revokeRole", "setAuthenticationRestriction", "viewRole", "viewUser"}
-	monitorActions   = []string{"connPoolStats", "getCmdLineOpts", "getLog", "getParameter", "hostInfo", "inprog", "listDatabases", "listSessions", "netstat", "serverStatus", "top"}
+	monitorActions   = []string{"connPoolStats", "getCmdLineOpts", "getLog", "getParameter", "hostInfo", "inprog", "listDatabases", "listSessions", "netstat", "replSetGetConfig", "replSetGetStatus", "serverStatus", "top"}
 	hostMgrActions   = []string{"applicationMessage", "connPoolSync", "dropConnections", "fsync", "invalidateUserCache", "killAnyCursor", "killAnySession", "killop", "logRotate", "setParameter", "shutdown", "unlock"}
-	clusterMgrAction = []string{"appendOplogNote", "applicationMessage", "cleanupOrphaned", "listSessions"}
+	clusterMgrAction = []string{"appendOplogNote", "applicationMessage", "cleanupOrphaned", "listSessions", "replSetConfigure", "replSetGetConfig", "replSetGetStatus", "replSetStateChange"}
 )
 
 // rolePrivileges is what a built-in role granted on db gives.
@@ -242,6 +242,10 @@ var cmdAuth = map[string]authNeed{
 	"dropRole": onDB("dropRole"), "grantPrivilegesToRole": onDB("grantRole"), "revokePrivilegesFromRole": onDB("revokeRole"),
 	"grantRolesToRole": needUserRoles("", "grantRole"), "revokeRolesFromRole": needUserRoles("", "revokeRole"),
 	"killAllSessions": onCluster("killAnySession"), "killAllSessionsByPattern": onCluster("killAnySession"),
+	// Replication (cmd_repl.go), as mongod's repl_set_commands.cpp.
+	"replSetGetStatus": onCluster("replSetGetStatus"), "replSetGetConfig": onCluster("replSetGetConfig"),
+	"replSetInitiate": onCluster("replSetConfigure"), "replSetReconfig": onCluster("replSetConfigure"),
+	"replSetStepDown": onCluster("replSetStateChange"), "replSetFreeze": onCluster("replSetStateChange"),
 	// Any authenticated user: their own sessions and connection.
 	"startSession": anyUser, "endSessions": anyUser, "refreshSessions": anyUser, "killSessions": anyUser,
 	"whatsmyuri": anyUser,

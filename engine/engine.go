@@ -43,6 +43,9 @@ type Config struct {
 	// LogRotate rotates the log file for the logRotate command; nil when
 	// logging to stderr (nothing to rotate).
 	LogRotate func() error
+	// Repl is replica-set mode (--replSet; repl.go); its zero value is a
+	// standalone.
+	Repl ReplConfig
 }
 
 // ServerInfo is what the process around the engine knows: the command line,
@@ -119,6 +122,10 @@ type Engine struct {
 	top        topTable        // per-collection usage for the top command (cmd_top.go)
 	logRotate  func() error    // Config.LogRotate (cmd_compact.go)
 
+	opTime   *OpClock         // times writes: operationTime, $clusterTime (optime.go)
+	repl     *replState       // nil on a standalone (repl.go)
+	sessions *SessionRegistry // logical sessions and their retryable-write state (sessions.go)
+
 	stop   chan struct{}
 	wg     sync.WaitGroup
 	closed atomic.Bool
@@ -151,6 +158,12 @@ func Open(cfg Config) (*Engine, error) {
 		c.ensureStats()
 	}
 	e.prof = newProfiler()
+	e.opTime = NewOpClock(e.clock.Now)
+	e.sessions = NewSessionRegistry(e.clock.Now)
+	if cfg.Repl.SetName != "" {
+		// The set is initiated at startup; its election is the first optime.
+		e.repl = newReplState(cfg.Repl, e.opTime.Next())
+	}
 	e.logRotate = cfg.LogRotate
 	if cfg.CommandMetrics {
 		e.cmdMetrics = newCommandMetrics()

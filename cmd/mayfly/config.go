@@ -95,9 +95,7 @@ var configKeys = []configKey{
 	{key: "systemLog.logAppend", kind: kindBool, set: func(c *configFile, v string) error { c.logAppend = v == "true"; return nil }},
 	{key: "security.authorization", kind: kindString, flags: []string{"auth"}, conv: authorization,
 		absent: "security.authorization: enabled is not supported yet: this mayfly has no authentication (--auth)"},
-	{key: "replication.replSetName", kind: kindString, set: func(*configFile, string) error {
-		return errors.New("replication.replSetName is not supported: mayfly runs as a standalone server, not a replica set member")
-	}},
+	{key: "replication.replSetName", kind: kindString, flags: []string{"replSet"}},
 	{key: "operationProfiling.mode", kind: kindString, set: profileMode},
 	{key: "operationProfiling.slowOpThresholdMs", kind: kindInt, set: func(c *configFile, v string) error {
 		n, err := strconv.ParseInt(v, 10, 32)
@@ -122,6 +120,7 @@ var configKeys = []configKey{
 	{key: "mayfly.metricsListen", kind: kindString, flags: []string{"metrics-listen"}},
 	{key: "mayfly.minFreeDisk", kind: kindString, flags: []string{"min-free-disk"}},
 	{key: "mayfly.ballastSize", kind: kindString, flags: []string{"ballast-size"}},
+	{key: "mayfly.advertiseHost", kind: kindString, flags: []string{"advertise-host"}},
 }
 
 // verbosityLevel maps systemLog.verbosity (0-5) to --log-level: 0 is
