@@ -127,6 +127,9 @@ func TestIssue13ReplClusterTime(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		r := e.run(bson.D{{Key: "insert", Value: "ct"}, {Key: "documents", Value: bson.A{bson.D{{Key: "i", Value: i}}}}})
 		op := val(t, r, "operationTime")
+		valEq(t, r, "opTime.t", int64(1)) // a replica-set write reply's optime and electionId
+		eq(t, "write reply opTime.ts", val(t, r, "opTime.ts").String(), op.String())
+		valEq(t, r, "electionId", bson.ObjectID{0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 1})
 		if i > 0 && !tsLess(last, op) {
 			t.Fatalf("write %d: operationTime %v not after the previous write's %v", i, op, last)
 		}

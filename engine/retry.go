@@ -220,6 +220,23 @@ func (e *Engine) gossipClusterTime(r *Request) error {
 // runCommand runs a command's handler, as a retryable write when the
 // command is one, and times a successful write (replica-set mode).
 func (e *Engine) runCommand(c *Command, r *Request, sc *sessionCommand) (bson.D, error) {
+	body, err := e.runCommandIn(c, r, sc)
+	if err == nil && e.repl != nil {
+		switch c.Name {
+		case "insert", "update", "delete":
+			// A replica-set member's write replies carry the write's
+			// optime and the primary's electionId (WriteCommandReplyBase).
+			ts := r.opTime
+			if ts == (bson.Timestamp{}) {
+				ts = e.opTime.Last()
+			}
+			body = append(body, bson.E{Key: "electionId", Value: e.repl.electionID}, bson.E{Key: "opTime", Value: opTimeDoc(ts)})
+		}
+	}
+	return body, err
+}
+
+func (e *Engine) runCommandIn(c *Command, r *Request, sc *sessionCommand) (bson.D, error) {
 	if sc == nil {
 		body, err := c.Run(e, r)
 		if err == nil && e.repl != nil && c.Write {
