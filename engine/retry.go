@@ -185,7 +185,14 @@ func (e *Engine) beginSessionCommand(c *Command, r *Request) (*sessionCommand, e
 
 // stripSessionFields removes the fields beginSessionCommand consumed.
 func stripSessionFields(r *Request) {
-	out := r.Cmd[:0:0]
+	found := false
+	for _, f := range r.Cmd[1:] {
+		found = found || sessionFields[f.Key]
+	}
+	if !found {
+		return
+	}
+	out := make(bson.D, 0, len(r.Cmd))
 	for i, f := range r.Cmd {
 		if i > 0 && sessionFields[f.Key] {
 			continue

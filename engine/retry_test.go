@@ -1,0 +1,69 @@
+package engine
+
+import (
+	"sync"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/mayflydb/mayfly/storage/pebblekv"
+)
+
+func replTestEngine(t *testing.T) *Engine {
+	t.Helper()
+	kv, err := pebblekv.Open("repltest", pebblekv.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := Open(Config{KV: kv, Logger: zaptest.NewLogger(t), Reaper: ReaperConfig{Disabled: true},
+		Repl: ReplConfig{SetName: "rs0", Me: "db.example:27017"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close(); kv.Close() })
+	return e
+}
+
+// TestRetryableWriteConcurrentRetriesRunOnce: retries of one statement
+// racing each other (a driver that timed out and retried while the first
+// attempt still ran) execute it once: the session is checked out to one
+// command at a time.
+func TestRetryableWriteConcurrentRetriesRunOnce(t *testing.T) {
+	e := replTestEngine(t)
+	lsid := bson.D{{Key: "id", Value: testSessionID(7)}}
+	cmd := bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{bson.D{
+		{Key: "q", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "u", Value: bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}}}, {Key: "upsert", Value: true}}}},
+		{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(1)}}
+	var wg sync.WaitGroup
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := srvTestRun(t, e, "db", cmd)
+			if r.Lookup("ok").Double() != 1 || r.Lookup("n").Int32() != 1 {
+				t.Errorf("retry reply %v", r)
+			}
+		}()
+	}
+	wg.Wait()
+	r := srvTestOK(t, e, "db", bson.D{{Key: "find", Value: "c"}})
+	doc := r.Lookup("cursor", "firstBatch", "0", "n")
+	if doc.Int32() != 1 {
+		t.Fatalf("16 concurrent retries of one $inc applied it %v times", doc)
+	}
+}
+
+// TestReplHelloAdvertisesMe: hello's me/primary/hosts are Config.Repl.Me.
+func TestReplHelloAdvertisesMe(t *testing.T) {
+	e := replTestEngine(t)
+	r := srvTestOK(t, e, "admin", bson.D{{Key: "hello", Value: 1}})
+	for _, k := range []string{"me", "primary"} {
+		if r.Lookup(k).StringValue() != "db.example:27017" {
+			t.Errorf("%s = %v", k, r.Lookup(k))
+		}
+	}
+	if r.Lookup("hosts", "0").StringValue() != "db.example:27017" {
+		t.Errorf("hosts = %v", r.Lookup("hosts"))
+	}
+}
