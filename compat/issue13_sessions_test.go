@@ -286,7 +286,8 @@ func TestIssue13RetryableWritesRefusals(t *testing.T) {
 	_, err = s.runErr(append(ins, bson.E{Key: "autocommit", Value: false}, bson.E{Key: "startTransaction", Value: true}), 13)
 	wantCode(t, err, 263, "OperationNotSupportedInTransaction")
 	_, err = s.runErr(bson.D{{Key: "insert", Value: "old"}, {Key: "documents", Value: bson.A{bson.D{}}}}, int64(-1))
-	wantCode(t, err, 2, "BadValue")
+	wantCode(t, err, 72, "InvalidOptions")
+	eq(t, "negative txnNumber", errMsg(err), "Transaction number cannot be negative")
 	err = e.runErr(bson.D{{Key: "insert", Value: "old"}, {Key: "documents", Value: bson.A{bson.D{}}}, {Key: "txnNumber", Value: int32(1)}})
 	wantCode(t, err, 14, "TypeMismatch")
 }

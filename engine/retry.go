@@ -133,14 +133,15 @@ func (e *Engine) beginSessionCommand(c *Command, r *Request) (*sessionCommand, e
 			return nil, mongoerr.New(mongoerr.TypeMismatch, "BSON field 'OperationSessionInfo.txnNumber' is the wrong type '%s', expected type 'long'", bsonx.TypeName(tv))
 		}
 		txn = n
+		// initializeOperationSessionInfo's order.
+		if !hasLsid {
+			return nil, mongoerr.New(mongoerr.InvalidOptions, "Transaction number requires a session ID to also be specified")
+		}
 		if e.repl == nil {
 			return nil, mongoerr.New(mongoerr.IllegalOperation, "Transaction numbers are only allowed on a replica set member or mongos")
 		}
-		if !hasLsid {
-			return nil, mongoerr.New(mongoerr.InvalidOptions, "Transaction number requires a sessionId to be specified")
-		}
 		if txn < 0 {
-			return nil, mongoerr.New(mongoerr.BadValue, "TxnNumber cannot be negative")
+			return nil, mongoerr.New(mongoerr.InvalidOptions, "Transaction number cannot be negative")
 		}
 	}
 	if hasAuto {
