@@ -6,10 +6,12 @@ package engine
 import (
 	"context"
 	"encoding/binary"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 
 	"github.com/mayflydb/mayfly/storage"
@@ -158,7 +160,13 @@ func Open(cfg Config) (*Engine, error) {
 		c.ensureStats()
 	}
 	e.prof = newProfiler()
-	e.opTime = NewOpClock(e.clock.Now)
+	// Optimes follow the expiry clock, which never runs backwards, across
+	// restarts too: past the persisted lease's second, a restarted server
+	// times its writes after every write it timed before.
+	e.opTime = NewOpClock(e.Now)
+	if hwm := e.savedHWM.Load(); hwm > 0 {
+		e.opTime.seed(bson.Timestamp{T: uint32(hwm / 1000), I: math.MaxUint32})
+	}
 	e.sessions = NewSessionRegistry(e.clock.Now)
 	if cfg.Repl.SetName != "" {
 		// The set is initiated at startup; its election is the first optime.

@@ -81,6 +81,15 @@ func (c *OpClock) Advance(ts bson.Timestamp) error {
 	return nil
 }
 
+// seed raises the clock to ts at startup (the persisted clock lease).
+func (c *OpClock) seed(ts bson.Timestamp) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if tsAfter(ts, c.last) {
+		c.last = ts
+	}
+}
+
 func (c *OpClock) wallSeconds() uint32 {
 	s := c.now().Unix()
 	if s < 0 {

@@ -3,11 +3,13 @@ package engine
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/mayflydb/mayfly/storage/pebblekv"
+	"github.com/mayflydb/mayfly/ttl"
 )
 
 func replTestEngine(t *testing.T) *Engine {
@@ -65,5 +67,40 @@ func TestReplHelloAdvertisesMe(t *testing.T) {
 	}
 	if r.Lookup("hosts", "0").StringValue() != "db.example:27017" {
 		t.Errorf("hosts = %v", r.Lookup("hosts"))
+	}
+}
+
+// TestOpTimeMonotonicAcrossRestart: a restarted server times its writes
+// after every write timed before the restart, even when its clock reads an
+// earlier time (the expiry clock's persisted lease).
+func TestOpTimeMonotonicAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	clk := ttl.NewFakeClock(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
+	open := func() (*Engine, func()) {
+		kv, err := pebblekv.Open(dir, pebblekv.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := Open(Config{KV: kv, Clock: clk, Logger: zaptest.NewLogger(t), Reaper: ReaperConfig{Disabled: true}, Repl: ReplConfig{SetName: "rs0", Me: "h:1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e, func() { e.Close(); kv.Close() }
+	}
+	e, closeE := open()
+	var last bson.Timestamp
+	for i := 0; i < 3; i++ {
+		r := srvTestOK(t, e, "db", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "i", Value: i}}}}})
+		tt, ii := r.Lookup("operationTime").Timestamp()
+		last = bson.Timestamp{T: tt, I: ii}
+	}
+	closeE()
+	clk.Set(clk.Now().Add(-time.Hour)) // the clock went back while the server was down
+	e, closeE = open()
+	defer closeE()
+	r := srvTestOK(t, e, "db", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{}}}})
+	tt, ii := r.Lookup("operationTime").Timestamp()
+	if !tsAfter(bson.Timestamp{T: tt, I: ii}, last) {
+		t.Fatalf("after a restart a write was timed %d.%d, not after the last one before it %v", tt, ii, last)
 	}
 }
