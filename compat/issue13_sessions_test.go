@@ -18,7 +18,7 @@ import (
 // listed reports whether $listLocalSessions shows the session.
 func (e *env) listed(id bson.Binary) bool {
 	e.t.Helper()
-	got, err := opsAgg(e, "admin", 1, bson.A{bson.D{{Key: "$listLocalSessions", Value: bson.D{}}}, bson.D{{Key: "$match", Value: bson.D{{Key: "_id.id", Value: id}}}}})
+	got, err := opsAgg(e, e.db.Name(), 1, bson.A{bson.D{{Key: "$listLocalSessions", Value: bson.D{}}}, bson.D{{Key: "$match", Value: bson.D{{Key: "_id.id", Value: id}}}}})
 	noErr(e.t, err, "$listLocalSessions")
 	return len(got) == 1
 }
@@ -290,4 +290,41 @@ func TestIssue13RetryableWritesRefusals(t *testing.T) {
 	eq(t, "negative txnNumber", errMsg(err), "Transaction number cannot be negative")
 	err = e.runErr(bson.D{{Key: "insert", Value: "old"}, {Key: "documents", Value: bson.A{bson.D{}}}, {Key: "txnNumber", Value: int32(1)}})
 	wantCode(t, err, 14, "TypeMismatch")
+}
+
+// TestIssue13KillSessionsClosesCursors: killSessions closes the cursors
+// the session opened; other sessions' cursors stay.
+func TestIssue13KillSessionsClosesCursors(t *testing.T) {
+	e := newEnv(t)
+	docs := []any{}
+	for i := 0; i < 10; i++ {
+		docs = append(docs, bson.D{{Key: "_id", Value: i}})
+	}
+	e.insert("cur", docs...)
+	open := func() (*mongo.Session, int64) {
+		s, err := e.cli.StartSession()
+		noErr(t, err, "startSession")
+		var id int64
+		err = mongo.WithSession(e.ctx, s, func(ctx context.Context) error {
+			raw, err := e.db.RunCommand(ctx, bson.D{{Key: "find", Value: "cur"}, {Key: "batchSize", Value: 2}}).Raw()
+			if err == nil {
+				id = raw.Lookup("cursor", "id").Int64()
+			}
+			return err
+		})
+		noErr(t, err, "find in a session")
+		return s, id
+	}
+	a, ca := open()
+	defer a.EndSession(e.ctx)
+	b, cb := open()
+	defer b.EndSession(e.ctx)
+	e.admin(bson.D{{Key: "killSessions", Value: bson.A{a.ID()}}})
+	getMore := func(s *mongo.Session, id int64) error {
+		return mongo.WithSession(e.ctx, s, func(ctx context.Context) error {
+			return e.db.RunCommand(ctx, bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: "cur"}, {Key: "batchSize", Value: 2}}).Err()
+		})
+	}
+	wantCode(t, getMore(a, ca), 43, "CursorNotFound")
+	noErr(t, getMore(b, cb), "getMore of another session's cursor")
 }

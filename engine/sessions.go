@@ -249,12 +249,14 @@ func lsidOf(cmd bson.D) (bson.Binary, bool, error) {
 
 // ---- the session commands
 
-// killSessionOps interrupts the operations running under the sessions.
+// killSessionOps interrupts the operations running under the sessions
+// and closes their idle cursors, as mongod's killSessions does.
 func (e *Engine) killSessionOps(ids []bson.Binary, all bool) {
 	want := map[[16]byte]bool{}
 	for _, id := range ids {
 		want[sessionKey(id)] = true
 	}
+	e.killSessionCursors(want, all)
 	o := &e.running
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -379,4 +381,27 @@ func cmdKillAllSessionsByPattern(e *Engine, r *Request) (bson.D, error) {
 		e.killSessionOps(e.sessions.Kill(ids), false)
 	}
 	return bson.D{}, nil
+}
+
+// killSessionCursors closes the idle cursors opened under the sessions (a
+// cursor in use belongs to an operation killSessionOps interrupts).
+func (e *Engine) killSessionCursors(want map[[16]byte]bool, all bool) {
+	t := e.cursors
+	t.mu.Lock()
+	var dead []*cursor
+	for id, c := range t.cursors {
+		if c.busy || c.info == nil || c.info.lsid == nil {
+			continue
+		}
+		v, _ := bsonx.Get(c.info.lsid, "id")
+		b, _ := v.(bson.Binary)
+		if all || want[sessionKey(b)] {
+			delete(t.cursors, id)
+			dead = append(dead, c)
+		}
+	}
+	t.mu.Unlock()
+	for _, c := range dead {
+		c.src.close()
+	}
 }
