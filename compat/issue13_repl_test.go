@@ -259,3 +259,28 @@ func TestIssue13StandaloneRefusesReplication(t *testing.T) {
 		t.Errorf("a standalone's hello names a set: %s", h)
 	}
 }
+
+// TestIssue13ReplWriteConcern: on a one-member set w: "majority" and w: 1
+// are met; w: 2 cannot be (writeConcernError 100 after the write, which is
+// applied), nor an unknown mode (79).
+func TestIssue13ReplWriteConcern(t *testing.T) {
+	e := newReplEnv(t)
+	ins := func(id int, wc bson.D) bson.Raw {
+		return e.runWrite(bson.D{{Key: "insert", Value: "wc"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: id}}}}, {Key: "writeConcern", Value: wc}})
+	}
+	r := ins(1, bson.D{{Key: "w", Value: "majority"}, {Key: "j", Value: true}})
+	if has(r, "writeConcernError") {
+		t.Fatalf("w: majority on a one-member set: %s", r)
+	}
+	r = ins(2, bson.D{{Key: "w", Value: 2}, {Key: "wtimeout", Value: 100}})
+	valEq(t, r, "writeConcernError.code", int32(100))
+	valEq(t, r, "writeConcernError.codeName", "UnsatisfiableWriteConcern")
+	valEq(t, r, "writeConcernError.errmsg", "Not enough data-bearing nodes")
+	valEq(t, r, "writeConcernError.errInfo.writeConcern.w", int32(2))
+	valEq(t, r, "n", int32(1))
+	r = ins(3, bson.D{{Key: "w", Value: "dc"}})
+	valEq(t, r, "writeConcernError.code", int32(79))
+	eq(t, "documents written", e.count("wc", nil), int64(3))
+	_, err := e.coll("wc").InsertOne(e.ctx, bson.D{{Key: "_id", Value: 4}}, options.InsertOne())
+	noErr(t, err, "default write concern")
+}

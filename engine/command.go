@@ -215,7 +215,7 @@ func (e *Engine) dispatch(r *Request) (bson.D, error) {
 			r.Deadline = time.Now().Add(time.Duration(ms) * time.Millisecond)
 		}
 	}
-	if err := checkWriteConcern(r); err != nil {
+	if _, err := parseWriteConcernIn(r.Cmd, e.repl != nil); err != nil {
 		return nil, err
 	}
 	sc, err := e.beginSessionCommand(c, r) // lsid, txnNumber, $clusterTime (retry.go)
@@ -228,6 +228,11 @@ func (e *Engine) dispatch(r *Request) (bson.D, error) {
 	}
 	e.countOp(c.Name)
 	body, err := e.runCommand(c, r, sc)
+	if err == nil {
+		if wce := e.replWriteConcernError(r); wce != nil {
+			body = append(body, bson.E{Key: "writeConcernError", Value: wce})
+		}
+	}
 	if r.DB == usersDB && (r.Target() == usersColl || r.Target() == rolesColl || c.Name == "dropDatabase") && c.Name != "find" {
 		// A direct change to admin.system.users (a restore, a root user's
 		// update) reaches the user cache too.
@@ -241,18 +246,11 @@ func (e *Engine) dispatch(r *Request) (bson.D, error) {
 	return body, err
 }
 
-// checkWriteConcern refuses a writeConcern mongod would refuse on a
-// standalone (see parseWriteConcern).
-func checkWriteConcern(r *Request) error {
-	_, err := parseWriteConcern(r.Cmd)
-	return err
-}
-
 // SyncRequested reports whether the command's write concern asks for a
 // journaled (synced) commit: j or fsync with any truthy value (true or a
 // non-zero number, mongod's safeBool).
 func (r *Request) SyncRequested() bool {
-	wc, err := parseWriteConcern(r.Cmd)
+	wc, err := parseWriteConcernIn(r.Cmd, true) // dispatch already refused what the mode refuses
 	return err == nil && wc.sync
 }
 

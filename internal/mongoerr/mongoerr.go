@@ -74,6 +74,7 @@ const (
 	NoSuchTransaction                      = 251
 	ExceededTimeLimit                      = 262
 	OperationNotSupportedInTransaction     = 263
+	UnsatisfiableWriteConcern              = 100
 )
 
 var names = map[int32]string{
@@ -93,7 +94,7 @@ var names = map[int32]string{
 	12: "UnsupportedFormat",
 	23: "AlreadyInitialized", 76: "NoReplicationEnabled", 93: "InvalidReplicaSetConfig", 95: "NotSecondary",
 	103: "NewReplicaSetConfigurationIncompatible", 209: "ClusterTimeFailsRateLimiter", 225: "TransactionTooOld",
-	251: "NoSuchTransaction", 262: "ExceededTimeLimit", 263: "OperationNotSupportedInTransaction",
+	251: "NoSuchTransaction", 100: "UnsatisfiableWriteConcern", 262: "ExceededTimeLimit", 263: "OperationNotSupportedInTransaction",
 }
 
 // CodeName returns mongod's codeName for a code ("Location<code>" for the
