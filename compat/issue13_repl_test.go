@@ -192,6 +192,11 @@ func TestIssue13ReplSetCommands(t *testing.T) {
 	valEq(t, cfg, "config.members.0._id", int32(0))
 	valEq(t, cfg, "config.protocolVersion", int64(1))
 
+	ss := e.admin(bson.D{{Key: "serverStatus", Value: 1}})
+	valEq(t, ss, "repl.setName", replSetName)
+	valEq(t, ss, "repl.isWritablePrimary", true)
+	valEq(t, ss, "repl.me", addr)
+
 	err := e.cli.Database("admin").RunCommand(e.ctx, bson.D{{Key: "replSetInitiate", Value: bson.D{}}}).Err()
 	wantCode(t, err, 23, "AlreadyInitialized")
 	eq(t, "replSetInitiate message", errMsg(err), "already initialized")
@@ -257,6 +262,9 @@ func TestIssue13StandaloneRefusesReplication(t *testing.T) {
 	}
 	if h := e.admin(bson.D{{Key: "hello", Value: 1}}); has(h, "setName") || has(h, "topologyVersion") {
 		t.Errorf("a standalone's hello names a set: %s", h)
+	}
+	if ss := e.admin(bson.D{{Key: "serverStatus", Value: 1}}); has(ss, "repl") {
+		t.Errorf("a standalone's serverStatus has a repl section")
 	}
 }
 

@@ -468,8 +468,8 @@ var (
 )
 
 // RegisterStatusSection adds a section to serverStatus: f's result appears
-// under name, after the built-in sections, in registration order. Call it
-// from init. Clients can leave a section out with {serverStatus: 1, name: 0}.
+// under name, after the built-in sections, in registration order (a nil
+// result leaves the section out). Call it from init. Clients can leave a section out with {serverStatus: 1, name: 0}.
 func RegisterStatusSection(name string, f func(e *Engine) any) {
 	statusMu.Lock()
 	defer statusMu.Unlock()
@@ -573,7 +573,9 @@ func cmdServerStatus(e *Engine, r *Request) (bson.D, error) {
 	statusMu.Unlock()
 	for _, s := range sections {
 		if !excluded[s.name] {
-			d = append(d, bson.E{Key: s.name, Value: s.f(e)})
+			if v := s.f(e); v != nil { // nil: no such section here
+				d = append(d, bson.E{Key: s.name, Value: v})
+			}
 		}
 	}
 	return d, nil

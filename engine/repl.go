@@ -191,6 +191,25 @@ func (e *Engine) replHello(r *Request) (bson.D, error) {
 	return d, nil
 }
 
+func init() {
+	// serverStatus.repl: what hello says of the set, as mongod reports it
+	// on a replica-set member (absent on a standalone).
+	RegisterStatusSection("repl", func(e *Engine) any {
+		if e.repl == nil {
+			return nil
+		}
+		d, err := e.replHello(&Request{Name: "hello"})
+		if err != nil {
+			return nil
+		}
+		return append(d,
+			bson.E{Key: "primaryOnlyServices", Value: bson.D{}},
+			bson.E{Key: "rbid", Value: int32(1)},
+			bson.E{Key: "userWriteBlockMode", Value: int32(1)},
+		)
+	})
+}
+
 // appendClusterTime adds operationTime and $clusterTime to a reply, as a
 // replica-set member does on every reply. The signature is the dummy one
 // mongod sends when it has no keys to sign with (keyId 0, zero hash).
