@@ -127,6 +127,7 @@ type Engine struct {
 	opTime   *OpClock         // times writes: operationTime, $clusterTime (optime.go)
 	repl     *replState       // nil on a standalone (repl.go)
 	sessions *SessionRegistry // logical sessions and their retryable-write state (sessions.go)
+	retry    RetryStore       // executed statements of retryable writes (retry.go)
 
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -168,6 +169,7 @@ func Open(cfg Config) (*Engine, error) {
 		e.opTime.seed(bson.Timestamp{T: uint32(hwm / 1000), I: math.MaxUint32})
 	}
 	e.sessions = NewSessionRegistry(e.clock.Now)
+	e.retry = memRetryStore{}
 	if cfg.Repl.SetName != "" {
 		// The set is initiated at startup; its election is the first optime.
 		e.repl = newReplState(cfg.Repl, e.opTime.Next())

@@ -254,7 +254,7 @@ func (e *Engine) runCommandIn(c *Command, r *Request, sc *sessionCommand) (bson.
 	}
 	release := sc.session.CheckOut()
 	defer release()
-	store := e.retryStore()
+	store := e.retry
 	if err := store.Begin(sc.session, sc.txnNumber); err != nil {
 		return nil, err
 	}
@@ -263,8 +263,6 @@ func (e *Engine) runCommandIn(c *Command, r *Request, sc *sessionCommand) (bson.
 	}
 	return e.retryBatch(c, r, sc, store)
 }
-
-func (e *Engine) retryStore() RetryStore { return memRetryStore{} }
 
 func (e *Engine) retryFindAndModify(c *Command, r *Request, sc *sessionCommand, store RetryStore) (bson.D, error) {
 	if res, ok := store.Lookup(sc.session, sc.txnNumber, sc.stmtID); ok {
