@@ -314,15 +314,20 @@ func (e *Engine) retryBatch(c *Command, r *Request, sc *sessionCommand, store Re
 	// them; it reports whether an ordered batch must stop.
 	run := func(lo, hi int) error {
 		sub := *r
-		sub.Cmd = make(bson.D, len(r.Cmd))
-		copy(sub.Cmd, r.Cmd)
-		for i := range sub.Cmd {
-			if sub.Cmd[i].Key == field {
-				sub.Cmd[i].Value = arr[lo:hi]
+		if lo != 0 || hi != len(arr) {
+			// Part of the batch: the statements as a command of their own
+			// (the whole batch keeps the client's encoding, Raw).
+			sub.Cmd = make(bson.D, len(r.Cmd))
+			copy(sub.Cmd, r.Cmd)
+			for i := range sub.Cmd {
+				if sub.Cmd[i].Key == field {
+					sub.Cmd[i].Value = arr[lo:hi]
+				}
 			}
+			sub.Raw = nil
 		}
-		sub.Raw = nil
 		body, err := c.Run(e, &sub)
+		r.queries = sub.queries // for the slow-query log
 		if err != nil {
 			return err
 		}
