@@ -98,6 +98,13 @@ func TestIssue13ReplAwaitableHello(t *testing.T) {
 	if d := time.Since(start); d < 250*time.Millisecond {
 		t.Errorf("awaitable hello with the current topologyVersion answered after %v, want ~300ms", d)
 	}
+	// The driver's monitor streams awaitable hellos: an idle client costs
+	// a request every few seconds, not a busy loop.
+	before := e.tg.srv.Stats().NumRequests
+	time.Sleep(1500 * time.Millisecond)
+	if n := e.tg.srv.Stats().NumRequests - before; n > 10 {
+		t.Errorf("an idle replica-set client sent %d requests in 1.5 s", n)
+	}
 	stale := bson.D{{Key: "processId", Value: bson.NewObjectID()}, {Key: "counter", Value: int64(0)}}
 	start = time.Now()
 	e.admin(bson.D{{Key: "hello", Value: 1}, {Key: "topologyVersion", Value: stale}, {Key: "maxAwaitTimeMS", Value: int64(5000)}})
