@@ -104,3 +104,24 @@ func TestOpTimeMonotonicAcrossRestart(t *testing.T) {
 		t.Fatalf("after a restart a write was timed %d.%d, not after the last one before it %v", tt, ii, last)
 	}
 }
+
+// TestReplGossipedClusterTime: a client's $clusterTime ahead of the clock
+// moves it (the next write is timed after it); one more than a year ahead
+// is refused.
+func TestReplGossipedClusterTime(t *testing.T) {
+	e := replTestEngine(t)
+	now := uint32(time.Now().Unix())
+	ahead := bson.Timestamp{T: now + 100, I: 5}
+	sig := bson.D{{Key: "hash", Value: bson.Binary{Data: make([]byte, 20)}}, {Key: "keyId", Value: int64(0)}}
+	r := srvTestOK(t, e, "admin", bson.D{{Key: "ping", Value: 1}, {Key: "$clusterTime", Value: bson.D{{Key: "clusterTime", Value: ahead}, {Key: "signature", Value: sig}}}})
+	if tt, ii := r.Lookup("$clusterTime", "clusterTime").Timestamp(); tt != ahead.T || ii != ahead.I {
+		t.Fatalf("clusterTime after gossip = %d.%d", tt, ii)
+	}
+	r = srvTestOK(t, e, "db", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{}}}})
+	tt, ii := r.Lookup("operationTime").Timestamp()
+	if !tsAfter(bson.Timestamp{T: tt, I: ii}, ahead) {
+		t.Fatalf("a write after gossip was timed %d.%d, not after %v", tt, ii, ahead)
+	}
+	srvTestErr(t, e, "admin", bson.D{{Key: "ping", Value: 1}, {Key: "$clusterTime", Value: bson.D{{Key: "clusterTime", Value: bson.Timestamp{T: now + 400*24*3600, I: 1}}, {Key: "signature", Value: sig}}}},
+		209, "is too far from this node's wall clock time")
+}
