@@ -41,9 +41,9 @@ func NewOpClock(now func() time.Time) *OpClock {
 // Next returns the timestamp of a new write: strictly greater than every
 // timestamp Next returned or Advance accepted before.
 func (c *OpClock) Next() bson.Timestamp {
+	wall := c.wallSeconds() // outside the lock: the engine's clock may persist its lease
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	wall := c.wallSeconds()
 	switch {
 	case wall > c.last.T:
 		c.last = bson.Timestamp{T: wall, I: 1}
@@ -68,12 +68,12 @@ func (c *OpClock) Last() bson.Timestamp {
 // behind the clock changes nothing; one more than a year ahead of the wall
 // clock is refused (ClusterTimeFailsRateLimiter).
 func (c *OpClock) Advance(ts bson.Timestamp) error {
+	wall := c.wallSeconds()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !tsAfter(ts, c.last) {
 		return nil
 	}
-	wall := c.wallSeconds()
 	if int64(ts.T) > int64(wall)+int64(maxClusterTimeDrift/time.Second) {
 		return mongoerr.New(mongoerr.ClusterTimeFailsRateLimiter, "New cluster time, %d, is too far from this node's wall clock time, %d.", ts.T, wall)
 	}
