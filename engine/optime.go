@@ -68,6 +68,9 @@ func (c *OpClock) Last() bson.Timestamp {
 // behind the clock changes nothing; one more than a year ahead of the wall
 // clock is refused (ClusterTimeFailsRateLimiter).
 func (c *OpClock) Advance(ts bson.Timestamp) error {
+	if !tsAfter(ts, c.Last()) {
+		return nil // the common case: a client echoing a time the clock has passed
+	}
 	wall := c.wallSeconds()
 	c.mu.Lock()
 	defer c.mu.Unlock()
