@@ -57,10 +57,6 @@ func TestIssue13SessionCommands(t *testing.T) {
 		t.Fatalf("after killSessions of a: a listed %v, b listed %v", e.listed(a), e.listed(b))
 	}
 	e.admin(bson.D{{Key: "endSessions", Value: sessIDs(b)}})
-	e.admin(bson.D{{Key: "killAllSessionsByPattern", Value: bson.A{bson.D{{Key: "lsid", Value: bson.D{{Key: "id", Value: b}, {Key: "uid", Value: bson.Binary{Data: make([]byte, 32)}}}}}}}})
-	if e.listed(b) {
-		t.Fatal("killAllSessionsByPattern {lsid} left the session")
-	}
 	// Any command may name a session: it is created and refreshed.
 	sess, err := e.cli.StartSession()
 	noErr(t, err, "driver session")
@@ -93,6 +89,11 @@ func TestIssue13KillAllSessions(t *testing.T) {
 	e.admin(bson.D{{Key: "killAllSessionsByPattern", Value: bson.A{}}})
 	if e.listed(b) {
 		t.Fatal("killAllSessionsByPattern [] left a session")
+	}
+	p, q := e.startSession(), e.startSession()
+	e.admin(bson.D{{Key: "killAllSessionsByPattern", Value: bson.A{bson.D{{Key: "lsid", Value: bson.D{{Key: "id", Value: p}, {Key: "uid", Value: bson.Binary{Data: make([]byte, 32)}}}}}}}})
+	if e.listed(p) || !e.listed(q) {
+		t.Fatalf("killAllSessionsByPattern {lsid: p}: p listed %v, q listed %v", e.listed(p), e.listed(q))
 	}
 	c := e.startSession()
 	e.admin(bson.D{{Key: "killAllSessions", Value: bson.A{bson.D{{Key: "user", Value: "bob"}, {Key: "db", Value: "admin"}}}}})
