@@ -164,7 +164,9 @@ const replSetName = "rs0"
 // private in-process server started with ReplSetName (mod may adjust its
 // configuration further), reached through ?replicaSet= so that the
 // driver's discovery runs. Against MAYFLY_URI (a standalone) such a test
-// skips.
+// skips. The short heartbeat bounds the awaitable hello the driver's
+// Disconnect may wait out when it races the monitor's next check (a
+// driver race mongod's clients have too: 10 s with the default).
 func newReplEnv(t *testing.T, mod ...func(*server.Config)) *env {
 	t.Helper()
 	if externalURI != "" {
@@ -176,7 +178,7 @@ func newReplEnv(t *testing.T, mod ...func(*server.Config)) *env {
 		for _, m := range mod {
 			m(c)
 		}
-	}, "replicaSet="+replSetName)
+	}, "replicaSet="+replSetName+"&heartbeatFrequencyMS=500")
 	if err != nil {
 		t.Fatalf("start a replica-set server: %v", err)
 	}

@@ -160,6 +160,13 @@ func (e *Engine) replHello(r *Request) (bson.D, error) {
 	if err := e.awaitHello(r); err != nil {
 		return nil, err
 	}
+	select {
+	case <-rs.quiesce:
+		// mongod's quiesce mode: hello fails, so that the drivers' monitors
+		// stop streaming and back off while the server shuts down.
+		return nil, mongoerr.New(mongoerr.ShutdownInProgress, "The server is in quiesce mode and will shut down")
+	default:
+	}
 	tv, _ := rs.topologyVersion()
 	rs.mu.Lock()
 	version := rs.version
