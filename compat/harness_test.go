@@ -56,12 +56,27 @@ func startTarget() (*target, error) {
 		}
 		return &target{client: cli}, nil
 	}
+	return startInProcess(nil, "")
+}
+
+// startInProcess starts a private in-process server with a fake clock;
+// mod adjusts its configuration, and query is added to the connection
+// string (e.g. "replicaSet=rs0").
+func startInProcess(mod func(*server.Config), query string) (*target, error) {
 	clk := ttl.NewFakeClock(epoch)
-	srv, err := server.Start(server.Config{Bind: "127.0.0.1", Port: 0, InMemory: true, Clock: clk})
+	cfg := server.Config{Bind: "127.0.0.1", Port: 0, InMemory: true, Clock: clk}
+	if mod != nil {
+		mod(&cfg)
+	}
+	srv, err := server.Start(cfg)
 	if err != nil {
 		return nil, err
 	}
-	cli, err := connect(srv.URI())
+	uri := srv.URI()
+	if query != "" {
+		uri += "?" + query
+	}
+	cli, err := connect(uri)
 	if err != nil {
 		srv.Close()
 		return nil, err
@@ -140,6 +155,34 @@ func newParamEnv(t *testing.T) *env {
 		t.Skip("changes server-wide parameters: runs only against a private in-process server")
 	}
 	return newClockEnv(t)
+}
+
+// replSetName is the set newReplEnv's servers run.
+const replSetName = "rs0"
+
+// newReplEnv is for tests of replica-set mode (--replSet): each gets a
+// private in-process server started with ReplSetName (mod may adjust its
+// configuration further), reached through ?replicaSet= so that the
+// driver's discovery runs. Against MAYFLY_URI (a standalone) such a test
+// skips. The short heartbeat bounds the awaitable hello the driver's
+// Disconnect may wait out when it races the monitor's next check (a
+// driver race mongod's clients have too: 10 s with the default).
+func newReplEnv(t *testing.T, mod ...func(*server.Config)) *env {
+	t.Helper()
+	if externalURI != "" {
+		t.Skip("needs a replica-set member: runs only against a private in-process mayfly started with --replSet (MAYFLY_URI is a standalone)")
+	}
+	t.Parallel()
+	tg, err := startInProcess(func(c *server.Config) {
+		c.ReplSetName = replSetName
+		for _, m := range mod {
+			m(c)
+		}
+	}, "replicaSet="+replSetName+"&heartbeatFrequencyMS=500")
+	if err != nil {
+		t.Fatalf("start a replica-set server: %v", err)
+	}
+	return makeEnv(t, tg, true)
 }
 
 func makeEnv(t *testing.T, tg *target, private bool) *env {

@@ -49,7 +49,7 @@ func TestIssue13TxnWithTransactionCommits(t *testing.T) {
 	eq(t, "orders after commit", e.count("orders", bson.D{}), int64(2))
 	var stock bson.M
 	noErr(t, e.coll("stock").FindOne(e.ctx, bson.D{{Key: "_id", Value: "book"}}).Decode(&stock), "stock")
-	eq(t, "stock after commit", stock["n"], int32(-1))
+	eq(t, "stock after commit", stock["n"], any(int32(-1)))
 	st := e.admin(bson.D{{Key: "serverStatus", Value: 1}})
 	if n := val(t, st, "transactions.totalCommitted").AsInt64(); n < 1 {
 		t.Fatalf("serverStatus transactions.totalCommitted %d", n)
@@ -90,10 +90,10 @@ func TestIssue13TxnSnapshotReads(t *testing.T) {
 	_, err = e.coll("c").UpdateOne(e.ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: "new"}}}})
 	noErr(t, err, "update outside")
 	noErr(t, e.coll("c").FindOne(ctx, bson.D{{Key: "_id", Value: 1}}).Decode(&d), "second read")
-	eq(t, "value inside the transaction", d["v"], "old")
+	eq(t, "value inside the transaction", d["v"], any("old"))
 	noErr(t, sess.CommitTransaction(e.ctx), "commit (read-only)")
 	noErr(t, e.coll("c").FindOne(e.ctx, bson.D{{Key: "_id", Value: 1}}).Decode(&d), "read after")
-	eq(t, "value after", d["v"], "new")
+	eq(t, "value after", d["v"], any("new"))
 }
 
 // Two transactions writing one document: the second committer gets
@@ -124,7 +124,7 @@ func TestIssue13TxnWriteConflictLabel(t *testing.T) {
 	}
 	var d bson.M
 	noErr(t, e.coll("c").FindOne(e.ctx, bson.D{{Key: "_id", Value: 1}}).Decode(&d), "read")
-	eq(t, "n", d["n"], int32(1))
+	eq(t, "n", d["n"], any(int32(1)))
 }
 
 // What mongod refuses inside a transaction is refused with its codes;

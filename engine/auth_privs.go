@@ -309,6 +309,10 @@ var cmdAuth = map[string]authNeed{
 	"dropRole": onDB("dropRole"), "grantPrivilegesToRole": onDB("grantRole"), "revokePrivilegesFromRole": onDB("revokeRole"),
 	"grantRolesToRole": needUserRoles("", "grantRole"), "revokeRolesFromRole": needUserRoles("", "revokeRole"),
 	"killAllSessions": onCluster("killAnySession"), "killAllSessionsByPattern": onCluster("killAnySession"),
+	// Replication (cmd_repl.go), as mongod's repl_set_commands.cpp.
+	"replSetGetStatus": onCluster("replSetGetStatus"), "replSetGetConfig": onCluster("replSetGetConfig"),
+	"replSetInitiate": onCluster("replSetConfigure"), "replSetReconfig": onCluster("replSetConfigure"),
+	"replSetStepDown": onCluster("replSetStateChange"), "replSetFreeze": onCluster("replSetStateChange"),
 	// Any authenticated user: their own sessions and connection.
 	"startSession": anyUser, "endSessions": anyUser, "refreshSessions": anyUser, "killSessions": anyUser,
 	"whatsmyuri": anyUser,

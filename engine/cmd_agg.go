@@ -70,7 +70,7 @@ func cmdAggregate(e *Engine, r *Request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := agg.Options{Let: let, AllowDiskUse: e.allowDiskUse(r), DB: r.DB, Coll: coll, Now: e.Now(),
+	opts := agg.Options{ReplicaSet: e.repl != nil, Let: let, AllowDiskUse: e.allowDiskUse(r), DB: r.DB, Coll: coll, Now: e.Now(),
 		MemoryLimit: e.params.sortMemLimit(), GroupMemoryLimit: e.params.groupMemLimit(),
 		BucketAutoMemoryLimit: e.params.bucketAutoMemLimit(), GraphLookupMemoryLimit: e.params.graphLookupMemLimit(),
 		FacetMaxOutputBytes: e.params.facetOutLimit()}

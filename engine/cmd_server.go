@@ -53,9 +53,9 @@ func init() {
 		&Command{Name: "startSession", Help: "start a logical session", Run: cmdStartSession},
 		&Command{Name: "endSessions", Help: "end logical sessions", Run: cmdEndSessions},
 		&Command{Name: "refreshSessions", Help: "keep logical sessions alive", Run: cmdRefreshSessions},
-		&Command{Name: "killSessions", Help: "kill logical sessions", Run: cmdNoop},
-		&Command{Name: "killAllSessions", Help: "kill all logical sessions", Run: cmdNoop},
-		&Command{Name: "killAllSessionsByPattern", Help: "kill logical sessions matching patterns", Run: cmdNoop},
+		&Command{Name: "killSessions", Help: "kill logical sessions", Run: cmdKillSessions},
+		&Command{Name: "killAllSessions", Help: "kill all logical sessions", Run: cmdKillAllSessions},
+		&Command{Name: "killAllSessionsByPattern", Help: "kill logical sessions matching patterns", Run: cmdKillAllSessionsByPattern},
 	)
 }
 
@@ -66,18 +66,26 @@ func cmdNoop(e *Engine, r *Request) (bson.D, error) { return bson.D{}, nil }
 
 func cmdPing(e *Engine, r *Request) (bson.D, error) { return bson.D{}, nil }
 
-// cmdHello is the handshake. It stays a plain standalone: no setName (that
+// cmdHello is the handshake. A standalone stays plain: no setName (that
 // would make drivers treat it as a replica set and send txnNumber), no
-// topologyVersion (that would switch the monitor to exhaust streaming),
-// no compression, no saslSupportedMechs (there is no auth).
+// topologyVersion (that would switch the monitor to streaming). With
+// --replSet it describes the one-member set's primary (repl.go), with
+// topologyVersion and the awaitable hello the streaming monitor uses.
 func cmdHello(e *Engine, r *Request) (bson.D, error) {
 	d := bson.D{}
 	if v, ok := r.Arg("helloOk"); ok && srvTruthy(v) {
 		d = append(d, bson.E{Key: "helloOk", Value: true})
 	}
-	// mongod names the flag after the command used: the legacy spelling
-	// gets the legacy field.
-	if r.Name == "hello" {
+	if e.repl != nil {
+		// A replica set's primary (repl.go): the set's fields first.
+		rd, err := e.replHello(r)
+		if err != nil {
+			return nil, err
+		}
+		d = append(d, rd...)
+	} else if r.Name == "hello" {
+		// mongod names the flag after the command used: the legacy
+		// spelling gets the legacy field.
 		d = append(d, bson.E{Key: "isWritablePrimary", Value: true})
 	} else {
 		d = append(d, bson.E{Key: "ismaster", Value: true})
@@ -206,8 +214,9 @@ func serverParameters(e *Engine) bson.D {
 		{Key: "ttlMonitorEnabled", Value: true},
 	}
 	if e == nil {
-		return d
+		return append(d, bson.E{Key: "localLogicalSessionTimeoutMinutes", Value: sessionTimeoutMinutes})
 	}
+	d = append(d, bson.E{Key: "localLogicalSessionTimeoutMinutes", Value: int32(e.sessions.Timeout() / time.Minute)})
 	d = append(d, e.runtimeParams()...)
 	sort.SliceStable(d, func(i, j int) bool { return d[i].Key < d[j].Key })
 	return d
@@ -459,8 +468,8 @@ var (
 )
 
 // RegisterStatusSection adds a section to serverStatus: f's result appears
-// under name, after the built-in sections, in registration order. Call it
-// from init. Clients can leave a section out with {serverStatus: 1, name: 0}.
+// under name, after the built-in sections, in registration order (a nil
+// result leaves the section out). Call it from init. Clients can leave a section out with {serverStatus: 1, name: 0}.
 func RegisterStatusSection(name string, f func(e *Engine) any) {
 	statusMu.Lock()
 	defer statusMu.Unlock()
@@ -564,7 +573,9 @@ func cmdServerStatus(e *Engine, r *Request) (bson.D, error) {
 	statusMu.Unlock()
 	for _, s := range sections {
 		if !excluded[s.name] {
-			d = append(d, bson.E{Key: s.name, Value: s.f(e)})
+			if v := s.f(e); v != nil { // nil: no such section here
+				d = append(d, bson.E{Key: s.name, Value: v})
+			}
 		}
 	}
 	return d, nil
@@ -623,10 +634,10 @@ func cmdStartSession(e *Engine, r *Request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.running.vivify(id, e.clock.Now())
+	e.sessions.Touch(id)
 	return bson.D{
 		{Key: "id", Value: bson.D{{Key: "id", Value: id}}},
-		{Key: "timeoutMinutes", Value: sessionTimeoutMinutes},
+		{Key: "timeoutMinutes", Value: int32(e.sessions.Timeout() / time.Minute)},
 	}, nil
 }
 

@@ -49,6 +49,9 @@ type Request struct {
 	// queries are the queries the command compiled, for the slow-query
 	// log's planSummary and examined counts (slowlog.go).
 	queries []*compiledQuery
+	// opTime is the write's time (OpClock.Next) once a write command
+	// succeeded in replica-set mode: its reply's operationTime.
+	opTime bson.Timestamp
 }
 
 // Arg returns the value of a command field.
@@ -159,8 +162,11 @@ func (e *Engine) Handle(ctx context.Context, wr *wire.Request) (reply bson.Raw) 
 		e.activeWriters.Add(1)
 		defer e.activeWriters.Add(-1)
 	}
-	op, ctx := e.running.begin(ctx, wr.Conn, cmd, e.clock.Now()) // for currentOp and killOp (ops.go)
+	op, ctx := e.running.begin(ctx, wr.Conn, cmd) // for currentOp and killOp (ops.go)
 	defer e.running.end(op)
+	if id, ok, _ := lsidOf(cmd); ok {
+		e.sessions.Touch(id) // a command naming a session refreshes it (sessions.go)
+	}
 	r := &Request{Ctx: ctx, Conn: wr.Conn, Name: name, Cmd: cmd, Raw: wr.Command, MoreToCome: wr.MoreToCome}
 	var body bson.D
 	defer func() { e.logSlowOp(r, start, body, err, len(reply)) }() // slowlog.go
@@ -183,10 +189,17 @@ func (e *Engine) Handle(ctx context.Context, wr *wire.Request) (reply bson.Raw) 
 		} else {
 			e.log.Debug("command error", zap.String("command", name), zap.Int32("code", me.Code), zap.String("errmsg", me.Msg))
 		}
+		if e.repl != nil {
+			return mustMarshal(e.appendClusterTime(me.Reply(), r.opTime))
+		}
 		return mustMarshal(me.Reply())
 	}
 	e.noteCursor(op, body, e.clock.Now()) // for $currentOp's idleCursors
-	return mustMarshal(append(body, bson.E{Key: "ok", Value: 1.0}))
+	body = append(body, bson.E{Key: "ok", Value: 1.0})
+	if e.repl != nil {
+		body = e.appendClusterTime(body, r.opTime)
+	}
+	return mustMarshal(body)
 }
 
 func (e *Engine) dispatch(r *Request) (bson.D, error) {
@@ -237,17 +250,31 @@ func (e *Engine) dispatch(r *Request) (bson.D, error) {
 		}()
 	}
 	if r.sessTxn == nil || c.Name == "commitTransaction" || c.Name == "abortTransaction" {
-		if err = checkWriteConcern(r); err != nil {
+		if _, err = parseWriteConcernIn(r.Cmd, e.repl != nil); err != nil {
 			return nil, err
 		}
 	}
+	var sc *sessionCommand
 	if r.sessTxn == nil {
-		if err = checkReadConcern(r, c.Name); err != nil {
+		if sc, err = e.beginSessionCommand(c, r); err != nil { // lsid, txnNumber, $clusterTime (retry.go)
+			return nil, err
+		}
+	} else if err = e.gossipClusterTime(r); err != nil {
+		return nil, err
+	}
+	stripSessionFields(r)
+	if r.sessTxn == nil {
+		if err = e.checkReadConcern(r, c.Name); err != nil {
 			return nil, err
 		}
 	}
 	e.countOp(c.Name)
-	body, err = c.Run(e, r)
+	body, err = e.runCommand(c, r, sc)
+	if err == nil {
+		if wce := e.replWriteConcernError(r); wce != nil {
+			body = append(body, bson.E{Key: "writeConcernError", Value: wce})
+		}
+	}
 	if r.DB == usersDB && (r.Target() == usersColl || r.Target() == rolesColl || c.Name == "dropDatabase") && c.Name != "find" {
 		// A direct change to admin.system.users (a restore, a root user's
 		// update) reaches the user cache too.
@@ -261,18 +288,11 @@ func (e *Engine) dispatch(r *Request) (bson.D, error) {
 	return body, err
 }
 
-// checkWriteConcern refuses a writeConcern mongod would refuse on a
-// standalone (see parseWriteConcern).
-func checkWriteConcern(r *Request) error {
-	_, err := parseWriteConcern(r.Cmd)
-	return err
-}
-
 // SyncRequested reports whether the command's write concern asks for a
 // journaled (synced) commit: j or fsync with any truthy value (true or a
 // non-zero number, mongod's safeBool).
 func (r *Request) SyncRequested() bool {
-	wc, err := parseWriteConcern(r.Cmd)
+	wc, err := parseWriteConcernIn(r.Cmd, true) // dispatch already refused what the mode refuses
 	return err == nil && wc.sync
 }
 

@@ -6,10 +6,12 @@ package engine
 import (
 	"context"
 	"encoding/binary"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 
 	"github.com/mayflydb/mayfly/internal/mlog"
@@ -49,6 +51,9 @@ type Config struct {
 	// LogRotate rotates the log file for the logRotate command; nil when
 	// logging to stderr (nothing to rotate).
 	LogRotate func() error
+	// Repl is replica-set mode (--replSet; repl.go); its zero value is a
+	// standalone.
+	Repl ReplConfig
 }
 
 // ServerInfo is what the process around the engine knows: the command line,
@@ -108,12 +113,10 @@ type Engine struct {
 	// conflict (serverStatus metrics.operation.writeConflicts).
 	writeConflicts atomic.Int64
 	// txns is the sessions' multi-document transaction state.
-	txns txnTable
-	// replSetName is --replSet (empty: a standalone).
-	replSetName string
-	fgOps       atomic.Int64
-	reaper      *reaper
-	compactCh   chan [2][]byte
+	txns      txnTable
+	fgOps     atomic.Int64
+	reaper    *reaper
+	compactCh chan [2][]byte
 
 	ops struct {
 		insert, query, update, delete, getmore, command atomic.Int64
@@ -135,6 +138,11 @@ type Engine struct {
 	auth       authConfig      // --auth and per-connection authentication state (auth.go)
 	top        topTable        // per-collection usage for the top command (cmd_top.go)
 	logRotate  func() error    // Config.LogRotate (cmd_compact.go)
+
+	opTime   *OpClock         // times writes: operationTime, $clusterTime (optime.go)
+	repl     *replState       // nil on a standalone (repl.go)
+	sessions *SessionRegistry // logical sessions and their retryable-write state (sessions.go)
+	retry    RetryStore       // executed statements of retryable writes (retry.go)
 
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -172,6 +180,19 @@ func Open(cfg Config) (*Engine, error) {
 		c.ensureStats()
 	}
 	e.prof = newProfiler()
+	// Optimes follow the expiry clock, which never runs backwards, across
+	// restarts too: past the persisted lease's second, a restarted server
+	// times its writes after every write it timed before.
+	e.opTime = NewOpClock(e.Now)
+	if hwm := e.savedHWM.Load(); hwm > 0 {
+		e.opTime.seed(bson.Timestamp{T: uint32(hwm / 1000), I: math.MaxUint32})
+	}
+	e.sessions = NewSessionRegistry(e.clock.Now)
+	e.retry = memRetryStore{}
+	if cfg.Repl.SetName != "" {
+		// The set is initiated at startup; its election is the first optime.
+		e.repl = newReplState(cfg.Repl, e.opTime.Next())
+	}
 	e.logRotate = cfg.LogRotate
 	if cfg.CommandMetrics {
 		e.cmdMetrics = newCommandMetrics()

@@ -32,10 +32,6 @@ type opRegistry struct {
 	lastOpID uint32
 	ops      map[uint32]*operation
 	clients  map[int64]*clientState
-	sessions map[[16]byte]*sessionRecord
-	// lastRefresh is when the session cache last dropped ended and timed
-	// out sessions (mongod does so every logicalSessionRefreshMillis).
-	lastRefresh time.Time
 }
 
 // clientState is one client connection.
@@ -55,20 +51,6 @@ type operation struct {
 	lsid   bson.D
 	killed atomic.Bool
 }
-
-// sessionRecord is an entry of the logical session cache.
-type sessionRecord struct {
-	id      bson.Binary
-	lastUse time.Time
-	ending  bool
-}
-
-const (
-	// sessionRefreshInterval is mongod's logicalSessionRefreshMillis.
-	sessionRefreshInterval = 5 * time.Minute
-	// sessionTimeout is localLogicalSessionTimeoutMinutes.
-	sessionTimeout = time.Duration(sessionTimeoutMinutes) * time.Minute
-)
 
 // noAuthDigest is the uid of every session while there is no
 // authentication: the SHA-256 of the empty user name, as mongod computes it.
@@ -93,18 +75,14 @@ func (c *opContext) Err() error {
 
 // begin registers a command as running on its connection and returns it
 // with the context it must run under.
-// now is the server clock's time (session lastUse, like every time the
-// server shows, follows its Clock).
-func (o *opRegistry) begin(ctx context.Context, conn *wire.ConnInfo, cmd bson.D, now time.Time) (*operation, context.Context) {
+func (o *opRegistry) begin(ctx context.Context, conn *wire.ConnInfo, cmd bson.D) (*operation, context.Context) {
 	db, _ := bsonx.Get(cmd, "$db")
 	dbs, _ := db.(string)
 	op := &operation{db: dbs, cmd: cmd, start: time.Now()}
-	var sessionID bson.Binary
 	if v, ok := bsonx.Get(cmd, "lsid"); ok {
 		if ld, ok := v.(bson.D); ok {
 			if id, ok := bsonx.Get(ld, "id"); ok {
 				if b, ok := id.(bson.Binary); ok && b.Subtype == 4 && len(b.Data) == 16 {
-					sessionID = b
 					op.lsid = bson.D{{Key: "id", Value: b}, {Key: "uid", Value: noAuthDigest}}
 				}
 			}
@@ -113,7 +91,7 @@ func (o *opRegistry) begin(ctx context.Context, conn *wire.ConnInfo, cmd bson.D,
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.ops == nil {
-		o.ops, o.clients, o.sessions = map[uint32]*operation{}, map[int64]*clientState{}, map[[16]byte]*sessionRecord{}
+		o.ops, o.clients = map[uint32]*operation{}, map[int64]*clientState{}
 	}
 	for {
 		o.lastOpID++
@@ -144,9 +122,6 @@ func (o *opRegistry) begin(ctx context.Context, conn *wire.ConnInfo, cmd bson.D,
 				}
 			}
 		}
-	}
-	if sessionID.Data != nil {
-		o.vivifyLocked(sessionID, now)
 	}
 	return op, &opContext{Context: ctx, op: op}
 }
@@ -182,64 +157,9 @@ func (o *opRegistry) kill(id uint32) bool {
 	return true
 }
 
-// ---- logical sessions
-
-func sessionKey(id bson.Binary) (k [16]byte) {
-	copy(k[:], id.Data)
-	return k
-}
-
-func (o *opRegistry) vivify(id bson.Binary, now time.Time) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.sessions == nil {
-		o.sessions = map[[16]byte]*sessionRecord{}
-	}
-	o.vivifyLocked(id, now)
-}
-
-func (o *opRegistry) vivifyLocked(id bson.Binary, now time.Time) {
-	o.refreshLocked(now)
-	k := sessionKey(id)
-	if s := o.sessions[k]; s != nil {
-		s.lastUse = now
-		return
-	}
-	o.sessions[k] = &sessionRecord{id: id, lastUse: now}
-}
-
-// refreshLocked is the cache's periodic refresh: ended sessions and those
-// unused for the session timeout leave it.
-func (o *opRegistry) refreshLocked(now time.Time) {
-	if now.Sub(o.lastRefresh) < sessionRefreshInterval {
-		return
-	}
-	o.lastRefresh = now
-	for k, s := range o.sessions {
-		if s.ending || now.Sub(s.lastUse) >= sessionTimeout {
-			delete(o.sessions, k)
-		}
-	}
-}
-
-// endSessions marks sessions ended: as in mongod, they leave the cache at
-// its next refresh.
-func (o *opRegistry) endSessions(ids []bson.Binary) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for _, id := range ids {
-		if s := o.sessions[sessionKey(id)]; s != nil {
-			s.ending = true
-		}
-	}
-}
-
 // localSessions returns the cache's records ({_id: {id, uid}, lastUse})
 // whose user digest is among uids (nil: all users).
-func (o *opRegistry) localSessions(uids []bson.Binary, now time.Time) []bson.D {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.refreshLocked(now)
+func (e *Engine) localSessions(uids []bson.Binary) []bson.D {
 	match := uids == nil
 	for _, u := range uids {
 		if string(u.Data) == string(noAuthDigest.Data) {
@@ -249,11 +169,7 @@ func (o *opRegistry) localSessions(uids []bson.Binary, now time.Time) []bson.D {
 	if !match {
 		return nil
 	}
-	recs := make([]*sessionRecord, 0, len(o.sessions))
-	for _, s := range o.sessions {
-		recs = append(recs, s)
-	}
-	sort.Slice(recs, func(i, j int) bool { return recs[i].lastUse.After(recs[j].lastUse) })
+	recs := e.sessions.list()
 	out := make([]bson.D, 0, len(recs))
 	for _, s := range recs {
 		out = append(out, bson.D{{Key: "_id", Value: bson.D{{Key: "id", Value: s.id}, {Key: "uid", Value: noAuthDigest}}},
@@ -283,26 +199,6 @@ func sessionIDs(r *Request) ([]bson.Binary, error) {
 		out = append(out, b)
 	}
 	return out, nil
-}
-
-func cmdEndSessions(e *Engine, r *Request) (bson.D, error) {
-	ids, err := sessionIDs(r)
-	if err != nil {
-		return nil, err
-	}
-	e.running.endSessions(ids)
-	return bson.D{}, nil
-}
-
-func cmdRefreshSessions(e *Engine, r *Request) (bson.D, error) {
-	ids, err := sessionIDs(r)
-	if err != nil {
-		return nil, err
-	}
-	for _, id := range ids {
-		e.running.vivify(id, e.clock.Now())
-	}
-	return bson.D{}, nil
 }
 
 // ---- currentOp
@@ -548,7 +444,7 @@ func (a *aggEnv) CurrentOp(ctx context.Context, opts agg.CurrentOpOptions) ([]bs
 
 // LocalSessions implements agg.OpsEnv.
 func (a *aggEnv) LocalSessions(ctx context.Context, uids []bson.Binary) ([]bson.D, error) {
-	return a.e.running.localSessions(uids, a.e.clock.Now()), nil
+	return a.e.localSessions(uids), nil
 }
 
 // ---- config.system.sessions
@@ -565,22 +461,7 @@ var sessionsTTLIndex = bson.D{{Key: "key", Value: bson.D{{Key: "lastUse", Value:
 // logicalSessionRefreshMillis; mayfly runs it when $listSessions reads the
 // collection, so that it lists the sessions as of now.
 func (e *Engine) refreshSessionsCollection(ctx context.Context) error {
-	o := &e.running
-	now := e.clock.Now()
-	o.mu.Lock()
-	var live, ended []bson.Binary
-	for k, s := range o.sessions {
-		if s.ending {
-			ended = append(ended, s.id)
-			delete(o.sessions, k)
-		} else if now.Sub(s.lastUse) >= sessionTimeout {
-			delete(o.sessions, k)
-		} else {
-			live = append(live, s.id)
-		}
-	}
-	o.lastRefresh = now
-	o.mu.Unlock()
+	live, ended := e.sessions.sweep()
 	run := func(f CommandFunc, cmd bson.D) error {
 		_, err := f(e, &Request{Ctx: ctx, DB: "config", Name: cmd[0].Key, Cmd: append(cmd, bson.E{Key: "$db", Value: "config"})})
 		return err

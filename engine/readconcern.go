@@ -146,7 +146,7 @@ func readConcernSupport(cmd, level string) (bool, string) {
 // what a standalone cannot honour, in mongod's order: parse, then the
 // command's support for the level, then what waitForReadConcern refuses on
 // a node without replication (src/mongo/db/read_concern_mongod.cpp).
-func checkReadConcern(r *Request, cmd string) error {
+func (e *Engine) checkReadConcern(r *Request, cmd string) error {
 	v, ok := r.Arg("readConcern")
 	if !ok {
 		return nil
@@ -176,6 +176,9 @@ func checkReadConcern(r *Request, cmd string) error {
 	if ok, _ := readConcernSupport(supportOf, level); !ok {
 		return nil // no level given on a command without read concern support
 	}
+	if e != nil && e.repl != nil {
+		return e.checkReplReadConcern(rc, level)
+	}
 	switch {
 	case level == "linearizable":
 		return mongoerr.New(mongoerr.NotAReplicaSet, "node needs to be a replica set member to use read concern")
@@ -185,6 +188,24 @@ func checkReadConcern(r *Request, cmd string) error {
 		return mongoerr.New(mongoerr.IllegalOperation, "Cannot specify afterClusterTime readConcern without replication enabled")
 	case rc.afterOpTime:
 		return mongoerr.New(mongoerr.NotAReplicaSet, "node needs to be a replica set member to use read concern")
+	}
+	return nil
+}
+
+// checkReplReadConcern is what a one-member replica set's primary refuses:
+// an afterClusterTime it has not reached (mongod's check before waiting
+// for it), and snapshot reads, which mayfly cannot serve at a point in
+// time yet. Every other level is served as local: with one member, every
+// write is majority-committed once applied.
+func (e *Engine) checkReplReadConcern(rc *readConcern, level string) error {
+	switch {
+	case level == "snapshot" || rc.atClusterTime != nil:
+		return mongoerr.New(mongoerr.NotImplemented, "readConcern level snapshot is not supported by mayfly yet")
+	case rc.afterClusterTime != nil:
+		if cur := e.opTime.Last(); tsAfter(*rc.afterClusterTime, cur) {
+			return mongoerr.New(mongoerr.InvalidOptions, "readConcern afterClusterTime value must not be greater than the current clusterTime. Requested clusterTime: { ts: Timestamp(%d, %d) }; current clusterTime: { ts: Timestamp(%d, %d) }",
+				rc.afterClusterTime.T, rc.afterClusterTime.I, cur.T, cur.I)
+		}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -18,6 +19,20 @@ import (
 // `Cannot use --setParameter to set "x" at startup`, a value that does not
 // parse or is refused is `Bad value for parameter "x": …`.
 func (e *Engine) SetParameterAtStartup(name, value string) error {
+	if name == "localLogicalSessionTimeoutMinutes" {
+		// Startup only (mongod: not settable at runtime); sessions.go.
+		n, err := strconv.ParseInt(value, 10, 32)
+		if err != nil {
+			return fmt.Errorf("Bad value for parameter %q: Failed to parse number from %q", name, value)
+		}
+		if n < 1 {
+			return fmt.Errorf("Bad value for parameter %q: Invalid value for parameter %s: %d is not greater than or equal to 1", name, name, n)
+		}
+		if e.sessions != nil {
+			e.sessions.SetTimeout(time.Duration(n) * time.Minute)
+		}
+		return nil
+	}
 	settable := e.runtimeParams()
 	cur, ok := bsonx.Get(settable, name)
 	if !ok {

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,31 +89,10 @@ func (t *txnTable) session(lsid string) *sessionTxn {
 	return st
 }
 
-// lsidKey renders a command's lsid as a map key ("" when none).
+// lsidKey renders a command's lsid as the transaction table's key.
 func lsidKey(cmd bson.D) (string, bool, error) {
-	v, ok := bsonx.Get(cmd, "lsid")
-	if !ok {
-		return "", false, nil
-	}
-	d, isDoc := v.(bson.D)
-	if !isDoc {
-		return "", true, mongoerr.New(mongoerr.TypeMismatch, "BSON field 'OperationSessionInfo.lsid' is the wrong type '%s', expected type 'object'", bsonx.TypeName(v))
-	}
-	id, ok := bsonx.Get(d, "id")
-	if !ok {
-		return "", true, mongoerr.New(40414, "BSON field 'OperationSessionInfo.lsid.id' is missing but a required field")
-	}
-	b, isBin := id.(bson.Binary)
-	if !isBin || b.Subtype != 4 {
-		return "", true, mongoerr.New(mongoerr.TypeMismatch, "BSON field 'OperationSessionInfo.lsid.id' is the wrong type '%s', expected type 'binData'", bsonx.TypeName(id))
-	}
-	key := string(b.Data)
-	if uid, ok := bsonx.Get(d, "uid"); ok {
-		if ub, isBin := uid.(bson.Binary); isBin {
-			key += string(ub.Data)
-		}
-	}
-	return key, true, nil
+	id, ok, err := lsidOf(cmd)
+	return string(id.Data), ok, err
 }
 
 // txnAllowed are the commands a transaction may run (mongod's allow-list,
@@ -203,7 +181,7 @@ func (e *Engine) enterTxn(r *Request, c *Command) (func(body bson.D, err error),
 	}
 	if number < s.number {
 		release()
-		return nil, mongoerr.New(mongoerr.TransactionTooOld, "Cannot start transaction with { txnNumber: %d } on session %s because a newer transaction with txnNumber %d has already started on this session.", number, lsidString(r.Cmd), s.number)
+		return nil, mongoerr.New(mongoerr.TransactionTooOld, "Cannot start transaction with { txnNumber: %d } on session %s because a newer transaction with txnNumber %d has already started on this session.", number, cmdLsidString(r.Cmd), s.number)
 	}
 	if start {
 		if number == s.number && s.phase != txnNone {
@@ -340,16 +318,6 @@ func cursorIDOf(body bson.D) int64 {
 	return n
 }
 
-// lsidString renders a command's lsid as mongod shows it in messages.
-func lsidString(cmd bson.D) string {
-	v, _ := bsonx.Get(cmd, "lsid")
-	b, err := bson.MarshalExtJSON(bson.D{{Key: "lsid", Value: v}}, false, false)
-	if err != nil {
-		return "?"
-	}
-	return strings.TrimSuffix(strings.TrimPrefix(string(b), `{"lsid":`), "}")
-}
-
 // abortTxn ends s's active transaction without committing. The caller
 // holds s.mu.
 func (e *Engine) abortTxn(s *sessionTxn, why string) {
@@ -461,8 +429,21 @@ func (e *Engine) sweepTxns(now time.Time) (aborted int) {
 	return aborted
 }
 
-// endSessionTxns aborts the transaction of a session that ends or is
-// killed.
+// endSessionTxns aborts the transactions of sessions that end or are
+// killed (every session's when all is true).
+func (e *Engine) endSessionTxns(ids []bson.Binary, all bool) {
+	if all {
+		e.txns.mu.Lock()
+		for k := range e.txns.m {
+			ids = append(ids, bson.Binary{Subtype: 4, Data: []byte(k)})
+		}
+		e.txns.mu.Unlock()
+	}
+	for _, id := range ids {
+		e.endSessionTxn(string(id.Data))
+	}
+}
+
 func (e *Engine) endSessionTxn(lsid string) {
 	e.txns.mu.Lock()
 	s := e.txns.m[lsid]
@@ -501,7 +482,13 @@ func zapTxn(s *sessionTxn, why string) []zap.Field {
 
 // replSetMode reports whether mayfly answers as a replica set member
 // (transactions need one, as in mongod).
-func (e *Engine) replSetMode() bool { return e.replSetName != "" }
+func (e *Engine) replSetMode() bool { return e.repl != nil }
+
+// cmdLsidString renders a command's lsid as mongod does in messages.
+func cmdLsidString(cmd bson.D) string {
+	id, _, _ := lsidOf(cmd)
+	return lsidString(id)
+}
 
 func init() {
 	RegisterStatusSection("transactions", func(e *Engine) any { return e.txnStatus() })

@@ -53,7 +53,7 @@ func countDocs(t *testing.T, e *Engine, filter bson.D) int {
 // refusals hold.
 func TestTransactionCommitAbortAndRefusals(t *testing.T) {
 	e := openTxnTestEngine(t)
-	e.replSetName = "rs0"
+	e.repl = newReplState(ReplConfig{SetName: "rs0", Me: "127.0.0.1:27017"}, e.opTime.Next())
 	ls := newLSID(1)
 	if _, err := e.testRun(t, append(bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}, {Key: "in", Value: "txn"}}}}}, txnFields(ls, 1, true)...)); err != nil {
 		t.Fatal(err)
@@ -111,7 +111,7 @@ func TestTransactionCommitAbortAndRefusals(t *testing.T) {
 	}
 
 	// Standalone: code 20.
-	e.replSetName = ""
+	e.repl = nil
 	if _, err := e.testRun(t, append(bson.D{{Key: "find", Value: "c"}}, txnFields(ls, 9, true)...)); errCodeOf(err) != mongoerr.IllegalOperation {
 		t.Fatalf("standalone transaction: %v", err)
 	}
@@ -122,7 +122,7 @@ func TestTransactionCommitAbortAndRefusals(t *testing.T) {
 // TransientTransactionError label and changes nothing.
 func TestTransactionWriteConflict(t *testing.T) {
 	e := openTxnTestEngine(t)
-	e.replSetName = "rs0"
+	e.repl = newReplState(ReplConfig{SetName: "rs0", Me: "127.0.0.1:27017"}, e.opTime.Next())
 	if _, err := e.testRun(t, bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}, {Key: "n", Value: 0}}}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestTransactionWriteConflict(t *testing.T) {
 // next command gets NoSuchTransaction and its writes never land.
 func TestTransactionLifetimeLimit(t *testing.T) {
 	e := openTxnTestEngine(t)
-	e.replSetName = "rs0"
+	e.repl = newReplState(ReplConfig{SetName: "rs0", Me: "127.0.0.1:27017"}, e.opTime.Next())
 	clock := e.clock.(*ttl.FakeClock)
 	if _, err := e.adminRun(t, bson.D{{Key: "setParameter", Value: 1}, {Key: "transactionLifetimeLimitSeconds", Value: 5}}); err != nil {
 		t.Fatal(err)
@@ -183,7 +183,7 @@ func TestTransactionLifetimeLimit(t *testing.T) {
 // long the transaction ran.
 func TestTransactionWritesGetTheCommitTS(t *testing.T) {
 	e := openTxnTestEngine(t)
-	e.replSetName = "rs0"
+	e.repl = newReplState(ReplConfig{SetName: "rs0", Me: "127.0.0.1:27017"}, e.opTime.Next())
 	clock := e.clock.(*ttl.FakeClock)
 	ls := newLSID(5)
 	if _, err := e.testRun(t, bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 2}}}}}); err != nil {

@@ -18,6 +18,11 @@ type writeConcern struct {
 	// sync: j or fsync is truthy; the write's batch commits with a WAL
 	// sync before the reply.
 	sync bool
+	// unsatisfiable is, on a replica set, why the write concern cannot be
+	// met (reported as writeConcernError after the write); doc is the
+	// write concern as given.
+	unsatisfiable *mongoerr.Error
+	doc           bson.D
 }
 
 // wcContext names fields in the errors of mongod's IDL parser
@@ -37,7 +42,11 @@ const wcContext = "WriteConcernOptions"
 //     wOpTime and getLastError are ignored; provenance is an enumeration;
 //     any other field is an unknown field (40415), a repeated one a
 //     duplicate (40413).
-func parseWriteConcern(cmd bson.D) (writeConcern, error) {
+func parseWriteConcern(cmd bson.D) (writeConcern, error) { return parseWriteConcernIn(cmd, false) }
+
+// parseWriteConcernIn is parseWriteConcern on a standalone (repl false) or
+// on the primary of a one-member replica set.
+func parseWriteConcernIn(cmd bson.D, repl bool) (writeConcern, error) {
 	var wc writeConcern
 	v, ok := bsonx.Get(cmd, "writeConcern")
 	if !ok || v == nil {
@@ -116,7 +125,20 @@ func parseWriteConcern(cmd bson.D) (writeConcern, error) {
 	if j && fsync {
 		return wc, mongoerr.New(mongoerr.FailedToParse, "fsync and j options cannot be used together")
 	}
-	if wSet {
+	if wSet && repl {
+		// A one-member replica set: w > 1 and modes other than majority
+		// parse, and fail after the write as mongod's wait for them does
+		// (a writeConcernError; replWriteConcernError).
+		switch {
+		case wTags != nil:
+			wc.unsatisfiable = mongoerr.New(mongoerr.UnknownReplWriteConcern, "No write concern mode named '%s' found in replica set configuration", valString(wTags))
+		case wMode != "" && wMode != "majority":
+			wc.unsatisfiable = mongoerr.New(mongoerr.UnknownReplWriteConcern, "No write concern mode named '%s' found in replica set configuration", wMode)
+		case wMode == "" && wNum > 1:
+			wc.unsatisfiable = mongoerr.New(mongoerr.UnsatisfiableWriteConcern, "Not enough data-bearing nodes")
+		}
+		wc.doc = doc
+	} else if wSet {
 		switch {
 		case wTags != nil:
 			return wc, mongoerr.New(mongoerr.BadValue, "cannot use non-majority 'w' mode %s when a host is not a member of a replica set", valString(wTags))
@@ -171,4 +193,36 @@ func safeNumberLong(v any) int64 {
 		return math.MinInt64
 	}
 	return int64(f)
+}
+
+// replWriteConcernError returns the writeConcernError a one-member replica
+// set's primary reports after a command whose write concern it cannot
+// meet (w > 1, an unknown mode), or nil.
+func (e *Engine) replWriteConcernError(r *Request) bson.D {
+	if e.repl == nil {
+		return nil
+	}
+	if _, ok := r.Arg("writeConcern"); !ok {
+		return nil
+	}
+	wc, err := parseWriteConcernIn(r.Cmd, true)
+	if err != nil || wc.unsatisfiable == nil {
+		return nil
+	}
+	given := bson.D{}
+	for _, f := range wc.doc {
+		if f.Key == "w" || f.Key == "wtimeout" || f.Key == "j" || f.Key == "fsync" {
+			given = append(given, f)
+		}
+	}
+	if _, ok := bsonx.Get(given, "wtimeout"); !ok {
+		given = append(given, bson.E{Key: "wtimeout", Value: int32(0)})
+	}
+	given = append(given, bson.E{Key: "provenance", Value: "clientSupplied"})
+	return bson.D{
+		{Key: "code", Value: wc.unsatisfiable.Code},
+		{Key: "codeName", Value: wc.unsatisfiable.CodeName()},
+		{Key: "errmsg", Value: wc.unsatisfiable.Msg},
+		{Key: "errInfo", Value: bson.D{{Key: "writeConcern", Value: given}}},
+	}
 }

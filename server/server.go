@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -112,6 +113,15 @@ type Config struct {
 	// admin at startup if no user exists (the container image's
 	// MAYFLY_INITDB_ROOT_USERNAME/_PASSWORD).
 	InitRootUser, InitRootPassword string
+	// ReplSetName is mongod's --replSet (replication.replSetName): the
+	// server runs as the primary of a one-member replica set of that name
+	// (engine/repl.go). Empty: a standalone.
+	ReplSetName string
+	// AdvertiseHost is the host:port the replica set member calls itself
+	// (hello's me, primary and hosts). Empty: the bind address and port
+	// when the bind address is one concrete address, else the machine's
+	// hostname and the port.
+	AdvertiseHost string
 }
 
 // Bounds of JournalCommitInterval, as mongod's --journalCommitInterval.
@@ -172,6 +182,9 @@ func Start(cfg Config) (*Server, error) {
 		cfg.TLS.AddParsed(cfg.Parsed)
 		if cfg.Auth {
 			cfg.Parsed["security.authorization"] = "enabled"
+		}
+		if cfg.ReplSetName != "" {
+			cfg.Parsed["replication.replSet"] = cfg.ReplSetName
 		}
 	}
 	log := cfg.Logger
@@ -263,6 +276,7 @@ func Start(cfg Config) (*Server, error) {
 		LogRotate:      cfg.LogRotate,
 		Auth:           cfg.Auth,
 		AuthMechanisms: cfg.AuthMechanisms,
+		Repl:           engine.ReplConfig{SetName: cfg.ReplSetName, Me: advertiseHost(cfg, tcp.Port)},
 	})
 	if err != nil {
 		ln.Close()
@@ -313,6 +327,27 @@ func Start(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// advertiseHost is the address a replica set member gives as its own:
+// Config.AdvertiseHost, else the bind address when it is one concrete
+// address, else the hostname, with the port listened on.
+func advertiseHost(cfg Config, port int) string {
+	if cfg.ReplSetName == "" {
+		return ""
+	}
+	if cfg.AdvertiseHost != "" {
+		return cfg.AdvertiseHost
+	}
+	host := cfg.Bind
+	if ip := net.ParseIP(host); strings.Contains(host, ",") || ip != nil && ip.IsUnspecified() || host == "" {
+		if h, err := os.Hostname(); err == nil && h != "" {
+			host = h
+		} else {
+			host = "localhost"
+		}
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port))
+}
+
 // Addr is the listening address, host:port.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
@@ -338,6 +373,7 @@ func (s *Server) close() error {
 	defer cancel()
 	var errs []error
 	s.ready.Store(false)
+	s.engine.Quiesce() // awaitable hellos answer now instead of holding the shutdown up
 	if err := s.wire.Shutdown(ctx); err != nil {
 		s.log.Warn("requests still running at shutdown were cut off", zap.Error(err))
 	}

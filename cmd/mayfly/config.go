@@ -108,9 +108,7 @@ var configKeys = []configKey{
 	{key: "systemLog.logAppend", kind: kindBool, set: func(c *configFile, v string) error { c.logAppend = v == "true"; return nil }},
 	{key: "security.authorization", kind: kindString, flags: []string{"auth"}, conv: authorization,
 		absent: "security.authorization: enabled is not supported yet: this mayfly has no authentication (--auth)"},
-	{key: "replication.replSetName", kind: kindString, set: func(*configFile, string) error {
-		return errors.New("replication.replSetName is not supported: mayfly runs as a standalone server, not a replica set member")
-	}},
+	{key: "replication.replSetName", kind: kindString, flags: []string{"replSet"}},
 	{key: "operationProfiling.mode", kind: kindString, set: profileMode},
 	{key: "operationProfiling.slowOpThresholdMs", kind: kindInt, set: func(c *configFile, v string) error {
 		n, err := strconv.ParseInt(v, 10, 32)
@@ -140,6 +138,7 @@ var configKeys = []configKey{
 	// mongod's WiredTiger cache size sets Pebble's block cache: a mongod
 	// configuration carries over.
 	{key: "storage.wiredTiger.engineConfig.cacheSizeGB", kind: kindFloat, flags: []string{"cacheSizeMB"}, conv: cacheSizeGB},
+	{key: "mayfly.advertiseHost", kind: kindString, flags: []string{"advertise-host"}},
 }
 
 // cacheSizeGB maps storage.wiredTiger.engineConfig.cacheSizeGB (mongod's

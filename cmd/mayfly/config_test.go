@@ -219,7 +219,6 @@ func TestIssue19ConfigRefused(t *testing.T) {
 		{"systemLog:\n  path: /tmp/x.log\n", `systemLog.path requires systemLog.destination to be set to "file"`},
 		{"systemLog:\n  destination: file\n", "systemLog.path is required if systemLog.destination is to a file"},
 		{"systemLog:\n  destination: syslog\n", "syslog is not supported"},
-		{"replication:\n  replSetName: rs0\n", "replication.replSetName is not supported"},
 		{"operationProfiling:\n  mode: [off]\n", `Error parsing option "operationProfiling.mode" as string in config file: found a list`},
 		{"operationProfiling:\n  mode: fast\n", `operationProfiling.mode must be off, slowOp or all, got "fast"`},
 		{"security:\n  authorization: maybe\n", `security.authorization must be enabled or disabled, got "maybe"`},

@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -62,6 +63,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		metrics    = fs.String("metrics-listen", "", "address (host:port) to serve Prometheus /metrics, /healthz and /readyz on (empty = off)")
 		auth       = fs.Bool("auth", false, "require authentication: every command but the handshake needs a user with the privileges it requires")
 		authMechs  = fs.String("authenticationMechanisms", "SCRAM-SHA-1,SCRAM-SHA-256", "comma-separated SASL mechanisms clients may authenticate with")
+		replSet    = fs.String("replSet", "", "run as the primary of a one-member replica set with this name (sessions, retryable writes, cluster time); empty: a standalone")
+		advertise  = fs.String("advertise-host", "", "host:port this server calls itself in a replica set (hello's me, primary and hosts; the address clients connect to); default: the bind address when it is one concrete address, else this machine's hostname, with the port")
 	)
 	fs.StringVar(bind, "bind_ip", "127.0.0.1", "same as --bind (mongod's spelling)")
 	verbose := newVerbosityFlags(fs)
@@ -225,6 +228,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if isFlagSet(fs, "authenticationMechanisms") {
 		parsed["setParameter.authenticationMechanisms"] = *authMechs
 	}
+	if isFlagSet(fs, "replSet") {
+		parsed["replication.replSet"] = *replSet
+	}
+	if *advertise != "" && *replSet == "" {
+		fmt.Fprintln(stderr, "mayfly: --advertise-host needs --replSet")
+		return exitBadOptions
+	}
+	if *advertise != "" {
+		if _, _, err := net.SplitHostPort(*advertise); err != nil {
+			fmt.Fprintf(stderr, "mayfly: invalid --advertise-host %q: want host:port\n", *advertise)
+			return exitBadOptions
+		}
+	}
 	// Signals are caught before startup so that one arriving while the
 	// store opens still ends in a clean shutdown, not a kill.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -243,6 +259,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		AuthMechanisms:        mechs,
 		InitRootUser:          rootUser,
 		InitRootPassword:      rootPwd,
+		ReplSetName:           *replSet,
+		AdvertiseHost:         *advertise,
 
 		NetworkMessageCompressors: *netComp,
 	})

@@ -71,6 +71,10 @@ const DefaultMemoryLimit int64 = 100 * 1024 * 1024
 // Options are the aggregate command's settings that affect parsing and
 // execution.
 type Options struct {
+	// ReplicaSet: the server is a replica-set member (--replSet), where
+	// $changeStream is refused as not implemented yet rather than as on a
+	// standalone.
+	ReplicaSet bool
 	// Let holds the command's `let` variables: expressions evaluated once,
 	// at Parse time, against an empty document.
 	Let bson.D

@@ -33,6 +33,9 @@ func init() {
 				return nil, mongoerr.New(40415, "BSON field '$changeStream.%s' is an unknown field.", e.Key)
 			}
 		}
+		if opts != nil && opts.ReplicaSet {
+			return nil, mongoerr.New(mongoerr.NotImplemented, "$changeStream is not supported by mayfly yet (its replica-set mode has no change streams)")
+		}
 		return nil, mongoerr.New(40573, "The $changeStream stage is only supported on replica sets")
 	}
 }

@@ -1,18 +1,13 @@
 package mongoerr
 
-// Codes of sessions and transactions (error_codes.yml).
+// Codes of multi-document transactions (error_codes.yml); the session and
+// retryable-write ones are in mongoerr.go.
 const (
-	ConflictingOperationInProgress     = 117
-	TransactionTooOld                  = 225
-	NoSuchTransaction                  = 251
-	TransactionCommitted               = 256
-	OperationNotSupportedInTransaction = 263
+	ConflictingOperationInProgress = 117
+	TransactionCommitted           = 256
 )
 
 func init() {
 	names[ConflictingOperationInProgress] = "ConflictingOperationInProgress"
-	names[TransactionTooOld] = "TransactionTooOld"
-	names[NoSuchTransaction] = "NoSuchTransaction"
 	names[TransactionCommitted] = "TransactionCommitted"
-	names[OperationNotSupportedInTransaction] = "OperationNotSupportedInTransaction"
 }

@@ -64,6 +64,18 @@ const (
 	ShutdownInProgress          = 91
 	Interrupted                 = 11601
 	ConversionFailure           = 241
+	// Replication, sessions and retryable writes.
+	AlreadyInitialized                     = 23
+	NoReplicationEnabled                   = 76
+	InvalidReplicaSetConfig                = 93
+	NotSecondary                           = 95
+	NewReplicaSetConfigurationIncompatible = 103
+	ClusterTimeFailsRateLimiter            = 209
+	TransactionTooOld                      = 225
+	NoSuchTransaction                      = 251
+	ExceededTimeLimit                      = 262
+	OperationNotSupportedInTransaction     = 263
+	UnsatisfiableWriteConcern              = 100
 )
 
 var names = map[int32]string{
@@ -81,6 +93,9 @@ var names = map[int32]string{
 	241: "ConversionFailure", 292: "QueryExceededMemoryLimitNoDiskUseAllowed", 314: "ObjectIsBusy",
 	323: "APIStrictError", 11000: "DuplicateKey", 11601: "Interrupted",
 	12: "UnsupportedFormat",
+	23: "AlreadyInitialized", 76: "NoReplicationEnabled", 93: "InvalidReplicaSetConfig", 95: "NotSecondary",
+	103: "NewReplicaSetConfigurationIncompatible", 209: "ClusterTimeFailsRateLimiter", 225: "TransactionTooOld",
+	251: "NoSuchTransaction", 100: "UnsatisfiableWriteConcern", 262: "ExceededTimeLimit", 263: "OperationNotSupportedInTransaction",
 }
 
 // CodeName returns mongod's codeName for a code ("Location<code>" for the
