@@ -146,14 +146,10 @@ func (e *Engine) enterTxn(r *Request, c *Command) (func(body bson.D, err error),
 	}
 	number, ok := tn.(int64)
 	if !ok {
-		n32, is32 := tn.(int32)
-		if !is32 {
-			return nil, mongoerr.New(mongoerr.TypeMismatch, "BSON field 'OperationSessionInfo.txnNumber' is the wrong type '%s', expected type 'long'", bsonx.TypeName(tn))
-		}
-		number = int64(n32)
+		return nil, mongoerr.New(mongoerr.TypeMismatch, "BSON field 'OperationSessionInfo.txnNumber' is the wrong type '%s', expected type 'long'", bsonx.TypeName(tn))
 	}
 	if number < 0 {
-		return nil, mongoerr.New(mongoerr.BadValue, "TxnNumber cannot be negative")
+		return nil, mongoerr.New(mongoerr.InvalidOptions, "Transaction number cannot be negative")
 	}
 	start := false
 	if hasST {
