@@ -56,7 +56,7 @@ type config struct {
 }
 
 // phases, in run order; --workloads selects among them.
-var allPhases = []string{"ping", "kv", "load", "pointread", "a", "b", "c", "f", "d", "e", "range", "agg", "compress", "ttlscan", "ttlpurge", "auth", "tls"}
+var allPhases = []string{"ping", "kv", "load", "pointread", "a", "b", "c", "f", "d", "e", "range", "agg", "compress", "ttlscan", "ttlpurge", "auth", "tls", "txn"}
 
 func main() {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)

@@ -43,7 +43,8 @@ func TestSmallRun(t *testing.T) {
 		"point read by _id, none", "point read by _id, snappy", "point read by _id, zstd", "point read by _id, zlib",
 		"find 100 docs, none", "find 100 docs, snappy", "find 100 docs, zstd", "find 100 docs, zlib",
 		"new connection + ping, no authentication", "new connection + ping, SCRAM-SHA-256", "new connection + ping, SCRAM-SHA-1",
-		"point read by _id, plain (1 client)", "point read by _id, TLS (1 client)", "point read by _id, TLS (8 clients)"} {
+		"point read by _id, plain (1 client)", "point read by _id, TLS (1 client)", "point read by _id, TLS (8 clients)",
+		"wire ceiling (ping), replica-set server", "transaction: two-document transfer"} {
 		r, ok := byName[name]
 		if !ok {
 			t.Errorf("no %q row", name)
@@ -66,6 +67,9 @@ func TestSmallRun(t *testing.T) {
 				t.Errorf("%q: reply wire bytes per byte %v", name, w)
 			}
 		}
+	}
+	if r := byName["transaction: two-document transfer"]; r.Ratio <= 0 || r.Vs == "" {
+		t.Errorf("the transfer row has no ratio to ping: %+v", r)
 	}
 	// The security rows carry their ratio to the plain figure.
 	for _, name := range []string{"new connection + ping, SCRAM-SHA-256", "new connection + ping, SCRAM-SHA-1", "point read by _id, TLS (1 client)", "point read by _id, TLS (8 clients)"} {

@@ -81,6 +81,7 @@ func (b *bench) runAll(ctx context.Context) error {
 		{"ttlpurge", b.ttlPurge},
 		{"auth", b.authConnects},
 		{"tls", b.tlsPointReads},
+		{"txn", b.transactions},
 	}
 	for _, s := range steps {
 		if !w[s.name] {
