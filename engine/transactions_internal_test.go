@@ -220,3 +220,50 @@ func TestTransactionWritesGetTheCommitTS(t *testing.T) {
 		}
 	}
 }
+
+// TTL inside a transaction: the rule holds at every read of the
+// transaction, as everywhere (spec: expired = absent from the instant of
+// expiry). A document the transaction saw live and that expires while it
+// runs is absent from its later reads and cannot be updated; one that
+// expires between the transaction's writes and its commit is written with
+// the commit's _ts (TestTransactionWritesGetTheCommitTS), so a write
+// extends its life from the commit.
+func TestTransactionReadsApplyTheTTLRule(t *testing.T) {
+	e := openTxnTestEngine(t)
+	e.repl = newReplState(ReplConfig{SetName: "rs0", Me: "127.0.0.1:27017"}, e.opTime.Next())
+	clock := e.clock.(*ttl.FakeClock)
+	if _, err := e.testRun(t, bson.D{{Key: "create", Value: "c"}, {Key: "defaultTimeToLive", Value: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.testRun(t, bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{
+		bson.D{{Key: "_id", Value: 1}, {Key: "ttl", Value: 5}}, bson.D{{Key: "_id", Value: 2}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	ls := newLSID(6)
+	find := func(start bool) int {
+		res, err := e.testRun(t, append(bson.D{{Key: "find", Value: "c"}}, txnFields(ls, 1, start)...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur, _ := bsonx.Get(res, "cursor")
+		fb, _ := bsonx.Get(cur.(bson.D), "firstBatch")
+		return len(fb.(bson.A))
+	}
+	if n := find(true); n != 2 {
+		t.Fatalf("%d documents at the start", n)
+	}
+	clock.Advance(6 * time.Second) // document 1 expires (ttl 5)
+	if n := find(false); n != 1 {
+		t.Fatalf("%d documents after document 1 expired, want 1", n)
+	}
+	res, err := e.testRun(t, append(bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 1}}}}}}}}}, txnFields(ls, 1, false)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := bsonx.Get(res, "n"); n != int32(0) {
+		t.Fatalf("update of an expired document in a transaction matched: %v", res)
+	}
+	if _, err := e.adminRun(t, append(bson.D{{Key: "commitTransaction", Value: 1}}, txnFields(ls, 1, false)...)); err != nil {
+		t.Fatal(err)
+	}
+}
