@@ -211,7 +211,15 @@ func (c *conflicts) prune(horizon uint64) {
 	c.fifo = compact(c.fifo, n)
 	c.spans = compact(c.spans, m)
 	c.pending.Add(-int64(n + m))
+	if len(c.fifo) == 0 && len(c.table) == 0 && cap(c.fifo) > maxIdleTable {
+		// A burst (a long transaction, a huge batch) grew the table: Go maps
+		// never shrink, so an emptied one is dropped and made afresh.
+		c.table, c.fifo = nil, nil
+	}
 }
+
+// maxIdleTable is the conflict-table size kept allocated once it empties.
+const maxIdleTable = 1 << 16
 
 // compact drops s's first n elements, reusing the array when it is empty.
 func compact[T any](s []T, n int) []T {
