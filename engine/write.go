@@ -124,13 +124,7 @@ func (c *Collection) stageDoc(tx storage.Txn, s *collState, old *record, newDoc 
 // replacement by _id). Callers that decide from the stored document use
 // withDoc instead.
 func (c *Collection) replaceByID(r *Request, idKey []byte, newDoc bson.D) error {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.e.runTxn(r, func(tx storage.Txn) (func(), error) {
-		if c.dropped.Load() {
-			return nil, mongoerr.New(mongoerr.NamespaceNotFound, "collection was dropped")
-		}
-		s := c.st()
+	return c.writeTxn(r, func(tx storage.Txn, s *collState) (func(), error) {
 		rd, _ := c.e.readerOf(tx)
 		old, err := c.getRecord(rd, idKey)
 		if err != nil {
@@ -152,18 +146,26 @@ func (c *Collection) insertOne(r *Request, d bson.D) error {
 		return err
 	}
 	idKey := idKeyOf(d[0].Value)
+	return c.writeTxn(r, func(tx storage.Txn, s *collState) (func(), error) {
+		old, err := c.idFree(tx, s, idKey, d)
+		if err != nil {
+			return nil, err
+		}
+		return c.stageDoc(tx, s, old, d, c.e.nowTS())
+	})
+}
+
+// writeTxn runs fn as one write of the collection (runTxn) under the
+// collection's shared lock, with the collection's state as the attempt
+// sees it; a dropped collection fails with NamespaceNotFound.
+func (c *Collection) writeTxn(r *Request, fn func(tx storage.Txn, s *collState) (func(), error)) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.e.runTxn(r, func(tx storage.Txn) (func(), error) {
 		if c.dropped.Load() {
 			return nil, mongoerr.New(mongoerr.NamespaceNotFound, "collection was dropped")
 		}
-		s := c.st()
-		old, err := c.idFree(tx, s, idKey, d)
-		if err != nil {
-			return nil, err
-		}
-		return c.stageDoc(tx, s, old, d, c.e.nowTS())
+		return fn(tx, c.st())
 	})
 }
 
