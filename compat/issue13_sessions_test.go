@@ -46,6 +46,10 @@ func sessIDs(ids ...bson.Binary) bson.A {
 // TestIssue13SessionCommands: startSession, refreshSessions, endSessions
 // and killSessions as mongod answers them, and lsid on any command.
 func TestIssue13SessionCommands(t *testing.T) {
+	// Sessions are watched through $listLocalSessions, which under --auth
+	// needs listSessions on the cluster (mayfly's sessions record no user
+	// yet, so "one's own sessions" cannot be told apart).
+	needsAdmin(t, "listSessions ($listLocalSessions)")
 	e := newEnv(t)
 	a, b := e.startSession(), e.startSession()
 	if !e.listed(a) || !e.listed(b) {
