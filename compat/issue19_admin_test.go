@@ -511,9 +511,11 @@ func TestIssue19AdminDBStatsFreeStorage(t *testing.T) {
 		noErr(t, err, "delete")
 		e.admin(bson.D{{Key: "fsync", Value: 1}})
 		// 1900 documents of about 1 KB were deleted; the store computes
-		// table statistics in the background after a flush.
+		// table statistics in the background after a flush (slowly when
+		// other tests load the machine: the 30 s bank-transfer test runs
+		// alongside).
 		seen := false
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && !seen; time.Sleep(20 * time.Millisecond) {
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !seen; time.Sleep(20 * time.Millisecond) {
 			res = stats()
 			seen = num(t, res, "totalFreeStorageSize") > 1.5e6
 		}
