@@ -46,7 +46,8 @@ attempt('startTransaction / commitTransaction', () => {
   const sl = session.getDatabase('mongosh_txn').ledger;
   session.startTransaction();
   sc.insertOne({ _id: 'b', balance: 5 });
-  sc.updateOne({ _id: 'a' }, { $inc: { balance: -5 } });
+  const u = sc.updateOne({ _id: 'a' }, { $inc: { balance: -5 } });
+  check(u.matchedCount === 1 && u.modifiedCount === 1, 'updateOne in the transaction reports what it matched', u);
   sl.insertOne({ _id: 1, from: 'a', to: 'b', amount: 5 });
   check(sc.countDocuments({}) === 2, 'the transaction reads its own insert', sc.countDocuments({}));
   check(d.accounts.countDocuments({}) === 1, 'outside the transaction nothing is visible before the commit', d.accounts.countDocuments({}));

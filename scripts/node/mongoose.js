@@ -127,6 +127,49 @@ async function main() {
     assert.equal((await Account.findOne({ owner: 'bob' })).balance, 31);
   });
 
+  await step('concurrent connection.transaction() on one document: conflicts retried, no increment lost', async () => {
+    const Counter = conn.model('Counter', new mongoose.Schema({ _id: String, n: Number }));
+    await Counter.createCollection();
+    await Counter.create({ _id: 'c', n: 0 });
+    let attempts = 0;
+    const worker = async () => {
+      for (let i = 0; i < 10; i++) {
+        await conn.transaction(async (session) => {
+          attempts++;
+          const doc = await Counter.findById('c').session(session);
+          doc.n += 1;
+          await doc.save({ session });
+        });
+      }
+    };
+    await Promise.all(Array.from({ length: 5 }, worker));
+    assert.equal((await Counter.findById('c')).n, 50);
+    console.log(`# 50 increments in ${attempts} attempts`);
+  });
+
+  await step('transactionAsyncLocalStorage: model calls inside connection.transaction() join it without { session }', async () => {
+    mongoose.set('transactionAsyncLocalStorage', true);
+    try {
+      await assert.rejects(
+        conn.transaction(async () => {
+          await Account.create([{ owner: 'ivan', balance: 3 }]);
+          await Account.updateOne({ owner: 'bob' }, { $inc: { balance: 100 } });
+          assert.equal(await Account.countDocuments({ owner: 'ivan' }), 1); // read in the transaction
+          throw new Error('roll back');
+        }),
+        /roll back/,
+      );
+      assert.equal(await Account.countDocuments({ owner: 'ivan' }), 0);
+      assert.equal((await Account.findOne({ owner: 'bob' })).balance, 31);
+      await conn.transaction(async () => {
+        await Account.create([{ owner: 'ivan', balance: 3 }]);
+      });
+      assert.equal(await Account.countDocuments({ owner: 'ivan' }), 1);
+    } finally {
+      mongoose.set('transactionAsyncLocalStorage', false);
+    }
+  });
+
   await conn.close();
   console.log(`${passed} checks passed, ${failed} failed`);
   process.exit(failed === 0 ? 0 : 1);

@@ -54,7 +54,12 @@ async function main() {
     try {
       await session.withTransaction(async () => {
         await orders.insertOne({ _id: 1, item: 'book' }, { session });
-        await stock.updateOne({ _id: 'book' }, { $inc: { n: -1 } }, { session });
+        const u = await stock.updateOne({ _id: 'book' }, { $inc: { n: -1 } }, { session });
+        // replies count the statement (Mongoose's save() relies on it)
+        assert.equal(u.matchedCount, 1);
+        assert.equal(u.modifiedCount, 1);
+        const fam = await orders.findOneAndUpdate({ _id: 1 }, { $set: { qty: 1 } }, { session, returnDocument: 'after' });
+        assert.deepEqual(fam, { _id: 1, item: 'book', qty: 1 });
         // own writes visible inside
         assert.equal(await orders.countDocuments({}, { session }), 2);
         assert.equal((await stock.findOne({ _id: 'book' }, { session })).n, 9);
@@ -66,7 +71,7 @@ async function main() {
       await session.endSession();
     }
     assert.equal(await orders.countDocuments({}), 2);
-    assert.deepEqual(await orders.findOne({ _id: 1 }), { _id: 1, item: 'book' });
+    assert.deepEqual(await orders.findOne({ _id: 1 }), { _id: 1, item: 'book', qty: 1 });
     assert.equal((await stock.findOne({ _id: 'book' })).n, 9);
   });
 
