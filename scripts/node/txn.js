@@ -1,10 +1,11 @@
 // Multi-document transactions and retryable writes through the official
 // Node.js driver against a replica-set member (mayfly --replSet rs0):
-//   NODE_PATH=.cache/node/node_modules node scripts/node/txn.js 'mongodb://127.0.0.1:27017/?replicaSet=rs0' [seconds]
+//   NODE_PATH=.cache/node/node_modules node scripts/node/txn.js 'mongodb://127.0.0.1:27017/?replicaSet=rs0' [seconds [sessions]]
 // withTransaction over two collections, an explicit abort, a bank-transfer
-// run of concurrent sessions (the optional second argument is its length in
-// seconds, 5 by default), a WriteConflict between two sessions, and a
-// retryable write. Exits non-zero on any mismatch.
+// run of concurrent sessions (the optional arguments: its length in seconds,
+// 5 by default, and the number of transferring sessions, 8 by default), a
+// WriteConflict between two sessions, and a retryable write. Exits non-zero
+// on any mismatch.
 'use strict';
 
 const assert = require('node:assert/strict');
@@ -12,6 +13,7 @@ const { MongoClient, MongoServerError, Long } = require('mongodb');
 
 const uri = process.argv[2] || process.env.MAYFLY_URI;
 const bankSeconds = Number(process.argv[3] || 5);
+const bankSessions = Number(process.argv[4] || 8);
 if (!uri) {
   console.error('usage: node txn.js <uri> [seconds]');
   process.exit(2);
@@ -144,7 +146,7 @@ async function main() {
     }
   });
 
-  await step(`bank transfers: concurrent withTransaction sessions for ${bankSeconds} s keep the total and reconcile with the ledger`, async () => {
+  await step(`bank transfers: ${bankSessions} concurrent withTransaction sessions for ${bankSeconds} s keep the total and reconcile with the ledger`, async () => {
     const accounts = db.collection('accounts');
     const ledger = db.collection('ledger');
     const n = 10;
@@ -195,7 +197,7 @@ async function main() {
         await session.endSession();
       }
     };
-    await Promise.all([...Array.from({ length: 8 }, (_, w) => worker(w)), checker()]);
+    await Promise.all([...Array.from({ length: bankSessions }, (_, w) => worker(w)), checker()]);
     if (totalErr) throw totalErr;
     const docs = await accounts.find().sort({ _id: 1 }).toArray();
     assert.equal(docs.reduce((s, d) => s + d.balance, 0), n * initial);
