@@ -338,8 +338,7 @@ func (e *Engine) updateAttempt(r *Request, c *Collection, q *querySpec, upd *upd
 			if err != nil {
 				return nil, err
 			}
-			return func() {
-				account()
+			record := func() {
 				res.matched++
 				if modified {
 					res.modified++
@@ -347,7 +346,16 @@ func (e *Engine) updateAttempt(r *Request, c *Collection, q *querySpec, upd *upd
 				if wantDocs { // with _ts: findAndModify's fields may name it (spec §5.2)
 					res.before, res.after = withTS(doc, rec.ts), withTS(nd, ts)
 				}
-			}, nil
+			}
+			if r.txn != nil {
+				// In a multi-document transaction this runs once and the
+				// statement's reply counts it now (n, nModified, the
+				// findAndModify value); only the accounting waits for the
+				// commit.
+				record()
+				return account, nil
+			}
+			return func() { account(); record() }, nil
 		})
 		if err != nil {
 			return true, err
@@ -542,6 +550,14 @@ func (c *Collection) deleteMatching(r *Request, q *querySpec, single bool, got *
 				account, err := c.stageDelete(tx, s, rec)
 				if err != nil {
 					return nil, err
+				}
+				if r.txn != nil {
+					// In a multi-document transaction: the value now (the
+					// reply needs it), the accounting at the commit.
+					if got != nil {
+						*got = withTS(doc, rec.ts)
+					}
+					return account, nil
 				}
 				return func() {
 					account()

@@ -31,6 +31,15 @@
 # go test ./server -run TestIssue15TLSNode, which makes the CA and the
 # certificates at run time (internal/testpki) and starts the servers.
 #
+# Then, unless MAYFLY_COMPAT_SKIP_REPL=1, the replica-set pass: a third
+# mayfly from this tree with --replSet rs0, reached as
+# mongodb://127.0.0.1:PORT/?replicaSet=rs0, through scripts/node/txn.js
+# (withTransaction, abort, concurrent bank transfers, WriteConflict with
+# TransientTransactionError, retryable writes), scripts/node/mongoose.js
+# (Mongoose's connection.transaction() and session.withTransaction()) and
+# scripts/mongosh/txn.js (rs.status(), rs.conf(), db.hello(), a session's
+# startTransaction / commitTransaction / abortTransaction).
+#
 # Counts every Go test (top level) and every script as one; the last line is
 # exactly "N passed, N failed"; the exit status is non-zero on any failure.
 set -uo pipefail
@@ -89,9 +98,10 @@ URI=${1:-${MAYFLY_URI:-}}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/mayfly-compat.XXXXXX")
 SERVER_PID=
 AUTH_PID=
+REPL_PID=
 cleanup() {
   local pid
-  for pid in $SERVER_PID $AUTH_PID; do
+  for pid in $SERVER_PID $AUTH_PID $REPL_PID; do
     kill "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
   done
@@ -302,6 +312,66 @@ if [ $have_clients -eq 1 ]; then
   tls_pass
 else
   fail "TLS pass (needs the Node.js driver)"
+fi
+
+# 7. The replica-set pass: a mayfly with --replSet rs0; transactions and
+# retryable writes through the Node.js driver, Mongoose and mongosh.
+repl_pass() {
+  local bin="$CACHE/bin/mayfly-repl" rport rdata="$TMP/repl-data" up=0 i base uri
+  log "replica-set pass: building mayfly"
+  if ! go build -o "$bin" ./cmd/mayfly; then
+    fail "replica-set pass: build ./cmd/mayfly"
+    return
+  fi
+  rport=$(pick_port) || { fail "replica-set pass: find a free port"; return; }
+  "$bin" --replSet rs0 --bind 127.0.0.1 --port "$rport" --dbpath "$rdata" --log-level warn >"$TMP/mayfly-repl.log" 2>&1 &
+  REPL_PID=$!
+  base="mongodb://127.0.0.1:$rport"
+  uri="$base/?replicaSet=rs0"
+  log "replica-set pass: started mayfly --replSet rs0 (pid $REPL_PID) at $uri"
+  for i in $(seq 1 60); do
+    kill -0 "$REPL_PID" 2>/dev/null || break
+    node "$ROOT/scripts/node/ping.js" "$uri" >/dev/null 2>&1 && { up=1; break; }
+    sleep 0.5
+  done
+  if [ $up -ne 1 ]; then
+    fail "replica-set pass: mayfly --replSet rs0 at $uri answers ping"
+    tail -50 "$TMP/mayfly-repl.log"
+    return
+  fi
+  pass "replica-set pass: mayfly --replSet rs0 at $uri answers ping"
+  log "replica-set pass: Node.js driver transactions and retryable writes (scripts/node/txn.js)"
+  if timeout 180 node "$ROOT/scripts/node/txn.js" "$uri"; then
+    pass "node txn.js (--replSet)"
+  else
+    fail "node txn.js (--replSet)"
+  fi
+  log "replica-set pass: Mongoose transactions (scripts/node/mongoose.js)"
+  if timeout 120 node "$ROOT/scripts/node/mongoose.js" "$uri"; then
+    pass "node mongoose.js (--replSet)"
+  else
+    fail "node mongoose.js (--replSet)"
+  fi
+  log "replica-set pass: mongosh rs helpers and transactions (scripts/mongosh/txn.js)"
+  HOME="$MHOME" CI=1 MONGOSH_FORCE_DISABLE_TELEMETRY_FOR_TESTING=1 \
+    timeout 120 "$MONGOSH" "$uri" --quiet --norc "$ROOT/scripts/mongosh/txn.js" >"$TMP/mongosh-txn.log" 2>&1
+  local sh_rc=$?
+  grep -v '^ok - ' "$TMP/mongosh-txn.log"
+  if [ $sh_rc -eq 0 ] && grep -q 'checks passed, 0 failed' "$TMP/mongosh-txn.log"; then
+    pass "mongosh txn.js (--replSet; $(grep -c '^ok - ' "$TMP/mongosh-txn.log") checks)"
+  else
+    fail "mongosh txn.js (--replSet; exit $sh_rc)"
+  fi
+  kill "$REPL_PID" 2>/dev/null
+  wait "$REPL_PID" 2>/dev/null
+  REPL_PID=
+}
+if [ "${MAYFLY_COMPAT_SKIP_REPL:-}" = 1 ]; then
+  log "replica-set pass skipped (MAYFLY_COMPAT_SKIP_REPL=1)"
+elif [ $have_clients -eq 1 ]; then
+  repl_pass
+else
+  fail "replica-set pass (needs the Node.js driver, Mongoose and mongosh)"
 fi
 
 summary

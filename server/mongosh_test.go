@@ -12,8 +12,12 @@ import (
 )
 
 // mongoshPath is where scripts/mongosh-smoke.sh (and scripts/compat.sh)
-// install mongosh: <repo>/.cache/mongosh.
+// install mongosh: <repo>/.cache/mongosh, unless MAYFLY_MONGOSH names
+// another mongosh binary.
 func mongoshPath(t *testing.T) string {
+	if p := os.Getenv("MAYFLY_MONGOSH"); p != "" {
+		return p
+	}
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
