@@ -163,6 +163,7 @@ func (c *Collection) insertOne(r *Request, d bson.D) error {
 		if err != nil {
 			return nil, err
 		}
+		r.retryNoteInsert(0)
 		return c.stageDoc(tx, s, old, d, c.e.nowTS())
 	})
 }
@@ -405,6 +406,7 @@ func (c *Collection) insertChunk(r *Request, docs bson.A, raws []bson.Raw, from,
 				}
 				continue
 			}
+			r.retryNoteInsert(j)
 			written++
 		}
 		return func() {
