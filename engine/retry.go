@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 	"time"
@@ -76,6 +77,10 @@ type retryState struct {
 	stored      []int32
 	storedAt    int64
 	storedValid bool
+	// lastUse is when the durable store last began a write on the
+	// session (Unix ms): state unused for the session timeout is
+	// forgotten, as the session itself expires.
+	lastUse int64
 }
 
 func (st *retryState) begin(s *Session, txn int64) error {
@@ -135,20 +140,25 @@ func (memRetryStore) Stage(storage.Txn, *Session, int64, []StmtRecord) (func(), 
 // still answers its retries and refuses older txnNumbers; sweep drops the
 // records of sessions that expired.
 type kvRetryStore struct {
-	kv  storage.KV
-	now func() time.Time
-	mu  sync.Mutex
-	m   map[[16]byte]*retryState
+	kv      storage.KV
+	now     func() time.Time
+	timeout func() time.Duration // the session timeout
+	mu      sync.Mutex
+	m       map[[16]byte]*retryState
+	// committedTxns are the sessions' committed multi-document
+	// transactions read by load (their record's stmtId is txnCommitStmt).
+	committedTxns map[[16]byte]int64
 }
 
-func newKVRetryStore(kv storage.KV, now func() time.Time) *kvRetryStore {
-	return &kvRetryStore{kv: kv, now: now, m: map[[16]byte]*retryState{}}
+func newKVRetryStore(kv storage.KV, now func() time.Time, timeout func() time.Duration) *kvRetryStore {
+	return &kvRetryStore{kv: kv, now: now, timeout: timeout, m: map[[16]byte]*retryState{}, committedTxns: map[[16]byte]int64{}}
 }
 
-// state returns the session's state, created empty.
-func (k *kvRetryStore) state(id bson.Binary) *retryState {
-	k.mu.Lock()
-	defer k.mu.Unlock()
+// stateLocked returns the session's state, created empty. k.mu is held:
+// it guards every retryState of the store (a session's commands are
+// serialized by its checkout, but a transaction's commit records through
+// another lock, and the sweep runs beside them).
+func (k *kvRetryStore) stateLocked(id bson.Binary) *retryState {
 	key := sessionKey(id)
 	st := k.m[key]
 	if st == nil {
@@ -158,22 +168,39 @@ func (k *kvRetryStore) state(id bson.Binary) *retryState {
 	return st
 }
 
-func (k *kvRetryStore) Begin(s *Session, txn int64) error { return k.state(s.ID).begin(s, txn) }
+func (k *kvRetryStore) Begin(s *Session, txn int64) error {
+	now := k.now().UnixMilli()
+	timeout := k.timeout().Milliseconds()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	st := k.stateLocked(s.ID)
+	if st.started && now-st.lastUse >= timeout {
+		// The session expired: its retryable writes are forgotten (the
+		// stored records go with the next write or the sweep).
+		st.started, st.stmts = false, nil
+	}
+	st.lastUse = now
+	return st.begin(s, txn)
+}
 
 func (k *kvRetryStore) Lookup(s *Session, txn int64, id int32) (StmtResult, bool) {
-	return k.state(s.ID).lookup(txn, id)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.stateLocked(s.ID).lookup(txn, id)
 }
 
 func (k *kvRetryStore) Record(s *Session, txn int64, id int32, res StmtResult) {
-	k.state(s.ID).record(txn, id, res)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.stateLocked(s.ID).record(txn, id, res)
 }
 
 func (k *kvRetryStore) Stage(tx storage.Txn, s *Session, txn int64, recs []StmtRecord) (func(), error) {
 	if len(recs) == 0 {
 		return nil, nil
 	}
-	st := k.state(s.ID)
 	k.mu.Lock()
+	st := k.stateLocked(s.ID)
 	replace := st.storedValid && st.storedTxn != txn
 	var old []int32
 	var oldTxn int64
@@ -204,10 +231,50 @@ func (k *kvRetryStore) Stage(tx storage.Txn, s *Session, txn int64, recs []StmtR
 		for _, r := range recs {
 			st.stored = append(st.stored, r.StmtID)
 		}
-		st.storedAt = at
-		k.mu.Unlock()
+		st.storedAt, st.lastUse = at, max(st.lastUse, at)
+		if !st.started || st.txnNumber < txn {
+			// A committed transaction's number: older retryable writes
+			// are too old.
+			st.started, st.txnNumber, st.stmts = true, txn, map[int32]StmtResult{}
+		}
 		for _, r := range recs {
-			st.record(txn, r.StmtID, r.Res)
+			if r.StmtID != txnCommitStmt {
+				st.record(txn, r.StmtID, r.Res)
+			}
+		}
+		k.mu.Unlock()
+	}, nil
+}
+
+// txnCommitStmt is the statement id of the record that says a
+// multi-document transaction committed under its txnNumber (statement ids
+// of retryable writes are never negative).
+const txnCommitStmt = math.MinInt32
+
+// stageTxnCommit stages, into the storage transaction of the
+// multi-document transaction that commitTransaction is about to commit,
+// the record that it committed (as mongod's config.transactions entry
+// with state committed), replacing the session's older records. The
+// returned function runs once the commit succeeded. A transaction that
+// wrote nothing stores nothing.
+func (e *Engine) stageTxnCommit(r *Request) (func(), error) {
+	k, ok := e.retry.(*kvRetryStore)
+	dt, isDoc := r.txn.(*docTxn)
+	if !ok || !isDoc || dt.Len() == 0 {
+		return nil, nil
+	}
+	id, has, err := lsidOf(r.Cmd)
+	if err != nil || !has {
+		return nil, err
+	}
+	number := r.sessTxn.number
+	done, err := k.Stage(dt, &Session{ID: id}, number, []StmtRecord{{StmtID: txnCommitStmt}})
+	if err != nil || done == nil {
+		return nil, err
+	}
+	return func() {
+		if r.sessTxn.phase == txnCommitted {
+			done()
 		}
 	}, nil
 }
@@ -242,17 +309,22 @@ func (k *kvRetryStore) load() (int, error) {
 			st.storedValid, st.storedTxn, st.stored = true, txn, nil
 		}
 		if txn == st.txnNumber {
-			st.stmts[stmt] = res
+			if stmt == txnCommitStmt {
+				k.committedTxns[sessionKey(id)] = txn
+			} else {
+				st.stmts[stmt] = res
+			}
 			st.stored = append(st.stored, stmt)
 			st.storedAt = max(st.storedAt, at)
+			st.lastUse = st.storedAt
 		}
 		n++
 	}
 	return n, it.Error()
 }
 
-// sweep deletes the records of sessions whose last recorded write is older
-// than the session timeout and that are no longer live (mongod's
+// sweep deletes the records of sessions unused (lastUse) for longer than
+// the session timeout and that are no longer live (mongod's
 // transaction reaper drops config.transactions entries of expired
 // sessions), bounding the table. It returns how many sessions it dropped.
 func (k *kvRetryStore) sweep(timeout time.Duration, live func(id bson.Binary) bool) (int, error) {
@@ -260,14 +332,14 @@ func (k *kvRetryStore) sweep(timeout time.Duration, live func(id bson.Binary) bo
 	type victim struct {
 		key   [16]byte
 		txn   int64
-		at    int64
+		at    int64 // lastUse
 		stmts []int32
 	}
 	var vs []victim
 	k.mu.Lock()
 	for key, st := range k.m {
-		if st.storedAt < cutoff && !live(bson.Binary{Subtype: 4, Data: key[:]}) {
-			vs = append(vs, victim{key: key, txn: st.storedTxn, at: st.storedAt, stmts: append([]int32(nil), st.stored...)})
+		if st.lastUse < cutoff && !live(bson.Binary{Subtype: 4, Data: key[:]}) {
+			vs = append(vs, victim{key: key, txn: st.storedTxn, at: st.lastUse, stmts: append([]int32(nil), st.stored...)})
 		}
 	}
 	k.mu.Unlock()
@@ -292,7 +364,7 @@ func (k *kvRetryStore) sweep(timeout time.Duration, live func(id bson.Binary) bo
 	for _, v := range vs {
 		// A session that wrote again meanwhile keeps its state (its
 		// newer records were not in the batch).
-		if st := k.m[v.key]; st != nil && st.storedAt == v.at {
+		if st := k.m[v.key]; st != nil && st.lastUse == v.at {
 			delete(k.m, v.key)
 			n++
 		}
@@ -622,7 +694,17 @@ func (e *Engine) gossipClusterTime(r *Request) error {
 // runCommand runs a command's handler, as a retryable write when the
 // command is one, and times a successful write (replica-set mode).
 func (e *Engine) runCommand(c *Command, r *Request, sc *sessionCommand) (bson.D, error) {
+	var committed func()
+	if c.Name == "commitTransaction" && r.sessTxn != nil && r.txn != nil {
+		var err error
+		if committed, err = e.stageTxnCommit(r); err != nil {
+			return nil, err
+		}
+	}
 	body, err := e.runCommandIn(c, r, sc)
+	if err == nil && committed != nil {
+		committed()
+	}
 	if err == nil && e.repl != nil {
 		switch c.Name {
 		case "insert", "update", "delete":

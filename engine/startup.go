@@ -118,7 +118,7 @@ func (e *Engine) SetDefaultProfile(level int32, slowMS int32, sampleRate float64
 // records persisted before the restart (retry.go), so that a retry after a
 // restart answers from them.
 func (e *Engine) openRetryStore() error {
-	k := newKVRetryStore(e.kv, e.clock.Now)
+	k := newKVRetryStore(e.kv, e.clock.Now, e.sessions.Timeout)
 	n, err := k.load()
 	if err != nil {
 		return err
@@ -127,6 +127,13 @@ func (e *Engine) openRetryStore() error {
 		e.log.Info("loaded retryable-write records", zap.Int("records", n), zap.Int("sessions", len(k.m)))
 	}
 	e.retry = k
+	// Transactions that committed before the restart answer a retried
+	// commitTransaction as committed (transactions.go's committed phase).
+	for id, number := range k.committedTxns {
+		st := e.txns.session(string(id[:]))
+		st.number, st.phase, st.lastUse = number, txnCommitted, e.clock.Now()
+	}
+	k.committedTxns = nil
 	return nil
 }
 
