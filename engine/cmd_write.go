@@ -338,6 +338,7 @@ func (e *Engine) updateAttempt(r *Request, c *Collection, q *querySpec, upd *upd
 			if err != nil {
 				return nil, err
 			}
+			r.retryNoteWrite(modified, nil, doc, rec.ts, nd, ts)
 			record := func() {
 				res.matched++
 				if modified {
@@ -436,7 +437,8 @@ func (e *Engine) upsertInsert(r *Request, c *Collection, tx storage.Txn, filter 
 		if r.Ctx != nil {
 			ctx = r.Ctx
 		}
-		if err := tx.Commit(ctx, r.SyncRequested()); err != nil {
+		r.retryNoteWrite(false, nd[0].Value, nil, 0, nd, ts)
+		if err := e.commitWrite(ctx, r, tx); err != nil {
 			return err
 		}
 		account()
@@ -551,6 +553,7 @@ func (c *Collection) deleteMatching(r *Request, q *querySpec, single bool, got *
 				if err != nil {
 					return nil, err
 				}
+				r.retryNoteWrite(false, nil, doc, rec.ts, nil, 0)
 				if r.txn != nil {
 					// In a multi-document transaction: the value now (the
 					// reply needs it), the accounting at the commit.

@@ -52,6 +52,9 @@ type Request struct {
 	// opTime is the write's time (OpClock.Next) once a write command
 	// succeeded in replica-set mode: its reply's operationTime.
 	opTime bson.Timestamp
+	// retry is the retryable-write statement context (retry.go), nil for
+	// writes without a txnNumber.
+	retry *retryWrite
 }
 
 // Arg returns the value of a command field.

@@ -188,7 +188,9 @@ func Open(cfg Config) (*Engine, error) {
 		e.opTime.seed(bson.Timestamp{T: uint32(hwm / 1000), I: math.MaxUint32})
 	}
 	e.sessions = NewSessionRegistry(e.clock.Now)
-	e.retry = memRetryStore{}
+	if err := e.openRetryStore(); err != nil {
+		return nil, err
+	}
 	if cfg.Repl.SetName != "" {
 		// The set is initiated at startup; its election is the first optime.
 		e.repl = newReplState(cfg.Repl, e.opTime.Next())
@@ -319,6 +321,7 @@ func (e *Engine) cursorLoop() {
 			if n := e.cursors.reapIdle(now); n > 0 {
 				e.log.Info("killed idle cursors", zap.Int("count", n))
 			}
+			e.sweepRetryRecords()
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 //	0x11 <collID:8> <indexID:4> <key…> <_id>      secondary index entry; value = encoded _id
 //	0x12 <collID:8> <kind:1> <instant:8> <_id>    expiry index entry; value = document size (4 bytes)
 //	0x13 <collID:8> <what:1>                      guard key: never stored, only locked (Txn.LockKeys)
+//	0x14 <lsid:16> <txnNumber:8> <stmtId:4>       retryable-write record: BSON {t, n, m[, u][, r]} (retry.go)
 //
 // <_id> and <key…> use keycodec, an order-preserving encoding of BSON values
 // in MongoDB's comparison order, so _id lookups and ranges and index scans
@@ -26,6 +27,7 @@ const (
 	pfxIndex   = 0x11
 	pfxExpiry  = 0x12
 	pfxGuard   = 0x13
+	pfxRetry   = 0x14
 )
 
 // upsertGuardKey is the key an upsert that inserts locks: two concurrent

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.uber.org/zap"
 
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
@@ -111,4 +112,42 @@ func (e *Engine) SetDefaultProfile(level int32, slowMS int32, sampleRate float64
 		p.sampleRate = sampleRate
 	}
 	return nil
+}
+
+// openRetryStore sets up the durable retryable-write store and loads the
+// records persisted before the restart (retry.go), so that a retry after a
+// restart answers from them.
+func (e *Engine) openRetryStore() error {
+	k := newKVRetryStore(e.kv, e.clock.Now, e.sessions.Timeout)
+	n, err := k.load()
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		e.log.Info("loaded retryable-write records", zap.Int("records", n), zap.Int("sessions", len(k.m)))
+	}
+	e.retry = k
+	// Transactions that committed before the restart answer a retried
+	// commitTransaction as committed (transactions.go's committed phase).
+	for id, number := range k.committedTxns {
+		st := e.txns.session(string(id[:]))
+		st.number, st.phase, st.lastUse = number, txnCommitted, e.clock.Now()
+	}
+	k.committedTxns = nil
+	return nil
+}
+
+// sweepRetryRecords drops the retryable-write records of expired sessions
+// (cursorLoop, once a minute).
+func (e *Engine) sweepRetryRecords() {
+	k, ok := e.retry.(*kvRetryStore)
+	if !ok {
+		return
+	}
+	n, err := k.sweep(e.sessions.Timeout(), func(id bson.Binary) bool { return e.sessions.Get(id) != nil })
+	if err != nil {
+		e.log.Error("cannot drop the retryable-write records of expired sessions", zap.Error(err))
+	} else if n > 0 {
+		e.log.Debug("dropped the retryable-write records of expired sessions", zap.Int("sessions", n))
+	}
 }

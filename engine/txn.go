@@ -70,7 +70,16 @@ func (e *Engine) runTxn(r *Request, fn func(tx storage.Txn) (onCommit func(), er
 		if err != nil {
 			return err
 		}
+		if r != nil && r.retry != nil {
+			r.retry.reset()
+		}
 		done, err := fn(tx)
+		var recorded func()
+		if err == nil && r != nil && r.retry != nil {
+			// A retryable write's statements are recorded in the
+			// transaction of their write (retry.go).
+			recorded, err = r.stageRetry(tx)
+		}
 		if err == nil {
 			if h := testHookBeforeCommit; h != nil {
 				h(r)
@@ -79,6 +88,9 @@ func (e *Engine) runTxn(r *Request, fn func(tx storage.Txn) (onCommit func(), er
 		}
 		_ = tx.Rollback()
 		if err == nil {
+			if recorded != nil {
+				recorded()
+			}
 			if done != nil {
 				done()
 			}
@@ -232,6 +244,26 @@ func errWriteConflictInTxn() error {
 	err := mongoerr.New(mongoerr.WriteConflict, "Caused by :: Write conflict during plan execution and yielding is disabled. :: Please retry your operation or multi-document transaction.")
 	err.Extra = bson.D{{Key: "errorLabels", Value: bson.A{"TransientTransactionError"}}}
 	return err
+}
+
+// commitWrite commits a write's storage transaction begun outside runTxn
+// (an upsert's guard transaction), with a retryable write's records
+// staged into it.
+func (e *Engine) commitWrite(ctx context.Context, r *Request, tx storage.Txn) error {
+	var recorded func()
+	if r.retry != nil {
+		var err error
+		if recorded, err = r.stageRetry(tx); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(ctx, r.SyncRequested()); err != nil {
+		return err
+	}
+	if recorded != nil {
+		recorded()
+	}
+	return nil
 }
 
 // backoff sleeps a little before the attempt-th retry: growing, randomised

@@ -151,6 +151,7 @@ func (c *Collection) insertOne(r *Request, d bson.D) error {
 		if err != nil {
 			return nil, err
 		}
+		r.retryNoteInsert(0)
 		return c.stageDoc(tx, s, old, d, c.e.nowTS())
 	})
 }
@@ -407,6 +408,7 @@ func (c *Collection) insertChunk(r *Request, docs bson.A, raws []bson.Raw, from,
 				}
 				continue
 			}
+			r.retryNoteInsert(j)
 			written++
 		}
 		return func() {
