@@ -103,6 +103,11 @@ type Collection struct {
 	// purgeMu makes a reaper batch (its commit, the counters and the
 	// consumed expiry ranges) one step for the statistics (figures).
 	purgeMu sync.RWMutex
+	// docLocks queue single-document writers of one document (by a hash
+	// of its _id) in this process, so that a hot document's writers wait
+	// their turn instead of conflicting and running again (txn.go); the
+	// storage transaction still decides correctness.
+	docLocks [64]sync.Mutex
 
 	statsOnce sync.Once
 	nDocs     atomic.Int64 // stored documents (expired-unpurged included)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"hash/fnv"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -124,7 +125,7 @@ func (c *Collection) stageDoc(tx storage.Txn, s *collState, old *record, newDoc 
 // replacement by _id). Callers that decide from the stored document use
 // withDoc instead.
 func (c *Collection) replaceByID(r *Request, idKey []byte, newDoc bson.D) error {
-	return c.writeTxn(r, func(tx storage.Txn, s *collState) (func(), error) {
+	return c.writeTxn(r, idKey, func(tx storage.Txn, s *collState) (func(), error) {
 		rd, _ := c.e.readerOf(tx)
 		old, err := c.getRecord(rd, idKey)
 		if err != nil {
@@ -146,7 +147,7 @@ func (c *Collection) insertOne(r *Request, d bson.D) error {
 		return err
 	}
 	idKey := idKeyOf(d[0].Value)
-	return c.writeTxn(r, func(tx storage.Txn, s *collState) (func(), error) {
+	return c.writeTxn(r, idKey, func(tx storage.Txn, s *collState) (func(), error) {
 		old, err := c.idFree(tx, s, idKey, d)
 		if err != nil {
 			return nil, err
@@ -156,12 +157,27 @@ func (c *Collection) insertOne(r *Request, d bson.D) error {
 	})
 }
 
-// writeTxn runs fn as one write of the collection (runTxn) under the
-// collection's shared lock, with the collection's state as the attempt
-// sees it; a dropped collection fails with NamespaceNotFound.
-func (c *Collection) writeTxn(r *Request, fn func(tx storage.Txn, s *collState) (func(), error)) error {
+// lockDoc queues this process's single-document writers of idKey (see
+// Collection.docLocks) and returns the unlock. Take it after the
+// collection's shared lock, never before (DDL waits for that one).
+func (c *Collection) lockDoc(idKey []byte) func() {
+	h := fnv.New32a()
+	h.Write(idKey)
+	m := &c.docLocks[h.Sum32()%uint32(len(c.docLocks))]
+	m.Lock()
+	return m.Unlock
+}
+
+// writeTxn runs fn as one write of the document idKey (runTxn) under the
+// collection's shared lock and the document's lock (lockDoc; always in
+// that order, as withDoc), with the collection's state as the attempt sees
+// it; a dropped collection fails with NamespaceNotFound.
+func (c *Collection) writeTxn(r *Request, idKey []byte, fn func(tx storage.Txn, s *collState) (func(), error)) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
+	if r == nil || r.txn == nil {
+		defer c.lockDoc(idKey)()
+	}
 	return c.e.runTxn(r, func(tx storage.Txn) (func(), error) {
 		if c.dropped.Load() {
 			return nil, mongoerr.New(mongoerr.NamespaceNotFound, "collection was dropped")
@@ -210,6 +226,9 @@ func (c *Collection) withDoc(r *Request, cq *compiledQuery, idKey []byte, held b
 	if !held {
 		c.mu.RLock()
 		defer c.mu.RUnlock()
+	}
+	if r == nil || r.txn == nil {
+		defer c.lockDoc(idKey)()
 	}
 	err = c.e.runTxn(r, func(tx storage.Txn) (func(), error) {
 		found = false
