@@ -11,6 +11,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/engine/query"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
 	"github.com/mayflydb/mayfly/storage"
@@ -175,7 +176,7 @@ type Catalog struct {
 
 func (e *Engine) loadCatalog() error {
 	e.cat = &Catalog{e: e, dbs: map[string]map[string]*Collection{}}
-	it, err := e.kv.NewIter([]byte{pfxCatalog}, []byte{pfxCatalog + 1})
+	it, err := e.kv.NewIter([]byte{docstore.PfxCatalog}, []byte{docstore.PfxCatalog + 1})
 	if err != nil {
 		return err
 	}
@@ -347,7 +348,7 @@ func (e *Engine) saveMeta(b storage.Batch, m *collMeta) error {
 	if err != nil {
 		return err
 	}
-	return b.Set(catalogKey(m.DB, m.Name), raw)
+	return b.Set(docstore.CatalogKey(m.DB, m.Name), raw)
 }
 
 // createCollection creates db.coll with options; exists reports an
@@ -382,7 +383,7 @@ func (e *Engine) createCollection(db, coll string, opts bson.D, hasTTL bool, def
 	if err := e.saveMeta(b, m); err != nil {
 		return nil, false, err
 	}
-	if err := b.Set(metaKey("nextCollID"), binary.BigEndian.AppendUint64(nil, id+1)); err != nil {
+	if err := b.Set(docstore.MetaKey("nextCollID"), binary.BigEndian.AppendUint64(nil, id+1)); err != nil {
 		return nil, false, err
 	}
 	if err := b.Commit(true); err != nil {
@@ -426,21 +427,21 @@ func (e *Engine) dropCollection(db, coll string) error {
 func (e *Engine) deleteCollectionData(m *collMeta, withCatalog bool) error {
 	b := e.kv.NewBatch()
 	defer b.Close()
-	for _, kind := range []byte{pfxDoc, pfxIndex, pfxExpiry} {
-		p := collPrefix(kind, m.ID)
-		if err := b.DeleteRange(p, prefixEnd(p)); err != nil {
+	for _, kind := range []byte{docstore.PfxDoc, docstore.PfxIndex, docstore.PfxExpiry} {
+		p := docstore.CollPrefix(kind, m.ID)
+		if err := b.DeleteRange(p, docstore.PrefixEnd(p)); err != nil {
 			return err
 		}
 	}
 	if withCatalog {
-		if err := b.Delete(catalogKey(m.DB, m.Name)); err != nil {
+		if err := b.Delete(docstore.CatalogKey(m.DB, m.Name)); err != nil {
 			return err
 		}
 	}
 	if err := b.Commit(true); err != nil {
 		return err
 	}
-	e.compactSoon(collPrefix(pfxDoc, m.ID), prefixEnd(collPrefix(pfxExpiry, m.ID)))
+	e.compactSoon(docstore.CollPrefix(docstore.PfxDoc, m.ID), docstore.PrefixEnd(docstore.CollPrefix(docstore.PfxExpiry, m.ID)))
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/engine/query"
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
@@ -422,8 +423,8 @@ func (c *Collection) buildIndexes(m *collMeta, build []int) error {
 		}
 		ixs = append(ixs, ix)
 	}
-	p := collPrefix(pfxDoc, m.ID)
-	it, err := c.e.kv.NewIter(p, prefixEnd(p))
+	p := docstore.CollPrefix(docstore.PfxDoc, m.ID)
+	it, err := c.e.kv.NewIter(p, docstore.PrefixEnd(p))
 	if err != nil {
 		return err
 	}
@@ -455,7 +456,7 @@ func (c *Collection) buildIndexes(m *collMeta, build []int) error {
 			if mk {
 				m.Indexes[build[i]].Multikey = true
 			}
-			pre := indexPrefix(m.ID, ix.ID)
+			pre := docstore.IndexPrefix(m.ID, ix.ID)
 			for _, k := range keys {
 				if ix.Unique {
 					if _, dup := seen[i][string(k)]; dup {
@@ -570,8 +571,8 @@ func cmdDropIndexes(e *Engine, r *Request) (bson.D, error) {
 		b := e.kv.NewBatch()
 		defer b.Close()
 		for _, ix := range dropped {
-			p := indexPrefix(m.ID, ix.ID)
-			if err := b.DeleteRange(p, prefixEnd(p)); err != nil {
+			p := docstore.IndexPrefix(m.ID, ix.ID)
+			if err := b.DeleteRange(p, docstore.PrefixEnd(p)); err != nil {
 				return nil, err
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/engine/keycodec"
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
@@ -140,8 +141,8 @@ func (v *validation) run(snap storage.Reader) error {
 	badTTL := 0
 
 	// Documents.
-	lo := collPrefix(pfxDoc, m.ID)
-	it, err := snap.NewIter(lo, prefixEnd(lo))
+	lo := docstore.CollPrefix(docstore.PfxDoc, m.ID)
+	it, err := snap.NewIter(lo, docstore.PrefixEnd(lo))
 	if err != nil {
 		return err
 	}
@@ -211,8 +212,8 @@ func (v *validation) run(snap storage.Reader) error {
 		if ix.isTSIndex() {
 			continue
 		}
-		p := indexPrefix(m.ID, ix.ID)
-		it, err := snap.NewIter(p, prefixEnd(p))
+		p := docstore.IndexPrefix(m.ID, ix.ID)
+		it, err := snap.NewIter(p, docstore.PrefixEnd(p))
 		if err != nil {
 			return err
 		}
@@ -264,8 +265,8 @@ func (v *validation) run(snap storage.Reader) error {
 	}
 
 	// The expiry index.
-	ep := collPrefix(pfxExpiry, m.ID)
-	it, err = snap.NewIter(ep, prefixEnd(ep))
+	ep := docstore.CollPrefix(docstore.PfxExpiry, m.ID)
+	it, err = snap.NewIter(ep, docstore.PrefixEnd(ep))
 	if err != nil {
 		return err
 	}
@@ -473,9 +474,9 @@ func expiryEntryKey(collID uint64, r *record) []byte {
 	case r.own == -1:
 		return nil
 	case r.own > 0:
-		return expiryKey(collID, expDeadline, (r.ts+r.own)*1000, r.idKey)
+		return docstore.ExpiryKey(collID, docstore.ExpDeadline, (r.ts+r.own)*1000, r.idKey)
 	default:
-		return expiryKey(collID, expTS, r.ts, r.idKey)
+		return docstore.ExpiryKey(collID, docstore.ExpTS, r.ts, r.idKey)
 	}
 }
 

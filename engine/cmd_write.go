@@ -5,6 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/engine/update"
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
@@ -415,7 +416,7 @@ func (e *Engine) upsertInsert(r *Request, c *Collection, tx storage.Txn, filter 
 	if err != nil {
 		return err
 	}
-	if err := tx.LockKeys(upsertGuardKey(s.meta.ID)); err != nil {
+	if err := tx.LockKeys(docstore.UpsertGuardKey(s.meta.ID)); err != nil {
 		return err
 	}
 	idKey := idKeyOf(nd[0].Value)

@@ -8,6 +8,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/engine/keycodec"
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
@@ -77,7 +78,7 @@ func idKeyOf(id any) []byte { return keycodec.AppendValue(nil, id) }
 
 // getRecord reads a document by encoded _id (expired or not).
 func (c *Collection) getRecord(r storage.Reader, idKey []byte) (*record, error) {
-	val, err := r.Get(docKey(c.Meta().ID, idKey))
+	val, err := r.Get(docstore.DocKey(c.Meta().ID, idKey))
 	if err == storage.ErrNotFound {
 		return nil, nil
 	}
@@ -286,7 +287,7 @@ func (c *Collection) writeDoc(b storage.Txn, s *collState, old *record, newDoc b
 		if mk && !ix.Multikey {
 			metaChanged = true
 		}
-		ch := change{prefix: indexPrefix(m.ID, ix.ID), ix: ix}
+		ch := change{prefix: docstore.IndexPrefix(m.ID, ix.ID), ix: ix}
 		var added [][]byte
 		ch.del, added = diffKeys(oldKeys, newKeys, oldLive)
 		for _, k := range added {
@@ -327,7 +328,7 @@ func (c *Collection) writeDoc(b storage.Txn, s *collState, old *record, newDoc b
 	if err := c.setExpiryEntry(b, m.ID, nr, len(body)); err != nil {
 		return 0, err
 	}
-	if err := b.Set(docKey(m.ID, idKey), encodeValue(ts, own, body)); err != nil {
+	if err := b.Set(docstore.DocKey(m.ID, idKey), encodeValue(ts, own, body)); err != nil {
 		return 0, err
 	}
 	claim(b, idClaim(idKey), idKey)
@@ -346,9 +347,9 @@ func (c *Collection) setExpiryEntry(b storage.Txn, collID uint64, r *record, siz
 	case r.own == -1:
 		return nil
 	case r.own > 0:
-		return b.Set(expiryKey(collID, expDeadline, (r.ts+r.own)*1000, r.idKey), v[:])
+		return b.Set(docstore.ExpiryKey(collID, docstore.ExpDeadline, (r.ts+r.own)*1000, r.idKey), v[:])
 	default:
-		return b.Set(expiryKey(collID, expTS, r.ts, r.idKey), v[:])
+		return b.Set(docstore.ExpiryKey(collID, docstore.ExpTS, r.ts, r.idKey), v[:])
 	}
 }
 
@@ -357,9 +358,9 @@ func (c *Collection) deleteExpiryEntry(b storage.Txn, collID uint64, r *record) 
 	case r.own == -1:
 		return nil
 	case r.own > 0:
-		return b.Delete(expiryKey(collID, expDeadline, (r.ts+r.own)*1000, r.idKey))
+		return b.Delete(docstore.ExpiryKey(collID, docstore.ExpDeadline, (r.ts+r.own)*1000, r.idKey))
 	default:
-		return b.Delete(expiryKey(collID, expTS, r.ts, r.idKey))
+		return b.Delete(docstore.ExpiryKey(collID, docstore.ExpTS, r.ts, r.idKey))
 	}
 }
 
@@ -372,7 +373,7 @@ func (c *Collection) deleteDoc(b storage.Txn, s *collState, old *record) error {
 	}
 	for _, ix := range s.indexes {
 		keys, _, _ := indexKeys(ix, doc)
-		prefix := indexPrefix(s.meta.ID, ix.ID)
+		prefix := docstore.IndexPrefix(s.meta.ID, ix.ID)
 		for _, k := range keys {
 			if err := b.Delete(append(append(append([]byte(nil), prefix...), k...), old.idKey...)); err != nil {
 				return err
@@ -382,7 +383,7 @@ func (c *Collection) deleteDoc(b storage.Txn, s *collState, old *record) error {
 	if err := c.deleteExpiryEntry(b, s.meta.ID, old); err != nil {
 		return err
 	}
-	return b.DeleteSized(docKey(s.meta.ID, old.idKey), uint32(headerLen+len(old.raw)))
+	return b.DeleteSized(docstore.DocKey(s.meta.ID, old.idKey), uint32(headerLen+len(old.raw)))
 }
 
 // checkUnique refuses a key that a live document other than idKey holds.
@@ -408,7 +409,7 @@ func (c *Collection) checkUnique(tx storage.Txn, s *collState, ix *index, prefix
 			return dupKeyError(s.meta, &ix.indexMeta, doc)
 		}
 	}
-	it, err := rd.NewIter(lo, prefixEnd(lo))
+	it, err := rd.NewIter(lo, docstore.PrefixEnd(lo))
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/internal/mlog"
 	"github.com/mayflydb/mayfly/storage"
 	"github.com/mayflydb/mayfly/ttl"
@@ -166,10 +167,10 @@ func Open(cfg Config) (*Engine, error) {
 		e.clock = ttl.SystemClock{}
 	}
 	e.nextCollID.Store(1)
-	if v, err := e.kv.Get(metaKey("nextCollID")); err == nil && len(v) == 8 {
+	if v, err := e.kv.Get(docstore.MetaKey("nextCollID")); err == nil && len(v) == 8 {
 		e.nextCollID.Store(binary.BigEndian.Uint64(v))
 	}
-	if v, err := e.kv.Get(metaKey("clockHWM")); err == nil && len(v) == 8 {
+	if v, err := e.kv.Get(docstore.MetaKey("clockHWM")); err == nil && len(v) == 8 {
 		e.hwm.Store(int64(binary.BigEndian.Uint64(v)))
 		e.savedHWM.Store(e.hwm.Load())
 	}
@@ -281,7 +282,7 @@ func (e *Engine) Now() time.Time { return time.UnixMilli(e.nowMS()) }
 func (e *Engine) saveHWM(v int64) error {
 	b := e.kv.NewBatch()
 	defer b.Close()
-	if err := b.Set(metaKey("clockHWM"), binary.BigEndian.AppendUint64(nil, uint64(v))); err != nil {
+	if err := b.Set(docstore.MetaKey("clockHWM"), binary.BigEndian.AppendUint64(nil, uint64(v))); err != nil {
 		return err
 	}
 	// The lease may use the store's disk-space reserve: refusing it would

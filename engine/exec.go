@@ -3,6 +3,7 @@ package engine
 import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/engine/query"
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/storage"
@@ -77,21 +78,21 @@ func (s *scanner) prefix() []byte {
 	m := s.c.Meta()
 	switch s.p.kind {
 	case planIxScan:
-		return indexPrefix(m.ID, s.p.ix.ID)
+		return docstore.IndexPrefix(m.ID, s.p.ix.ID)
 	default:
-		return collPrefix(pfxDoc, m.ID)
+		return docstore.CollPrefix(docstore.PfxDoc, m.ID)
 	}
 }
 
 func (s *scanner) bounds() (lo, hi []byte) {
 	pre := s.prefix()
 	if s.p.kind == planCollScan {
-		return pre, prefixEnd(pre)
+		return pre, docstore.PrefixEnd(pre)
 	}
 	r := s.p.ranges[s.rangeI]
 	lo = cat(pre, r.lo)
 	if r.hi == nil {
-		hi = prefixEnd(pre)
+		hi = docstore.PrefixEnd(pre)
 	} else {
 		hi = cat(pre, r.hi)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
 	"github.com/mayflydb/mayfly/storage"
 )
@@ -150,7 +151,7 @@ func (dt *docTxn) restamp(ts int64) error {
 	done := map[string]bool{}
 	for i := len(dt.staged) - 1; i >= 0; i-- {
 		sd := dt.staged[i]
-		k := string(docKey(sd.c.Meta().ID, sd.idKey))
+		k := string(docstore.DocKey(sd.c.Meta().ID, sd.idKey))
 		if done[k] || sd.ts == ts {
 			done[k] = true
 			continue

@@ -6,6 +6,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
 	"github.com/mayflydb/mayfly/storage"
@@ -322,8 +323,8 @@ func (c *Collection) stageDelete(tx storage.Txn, s *collState, rec *record) (fun
 func (c *Collection) ensureStats() {
 	c.statsOnce.Do(func() {
 		m := c.Meta()
-		p := collPrefix(pfxDoc, m.ID)
-		it, err := c.e.kv.NewIter(p, prefixEnd(p))
+		p := docstore.CollPrefix(docstore.PfxDoc, m.ID)
+		it, err := c.e.kv.NewIter(p, docstore.PrefixEnd(p))
 		if err != nil {
 			return
 		}
