@@ -76,18 +76,51 @@ func (m *collMeta) clone() *collMeta {
 	return &c
 }
 
-// index is an index with its compiled partial filter.
+// index is an index with its compiled partial filter, and what the
+// document store needs of it (ds).
 type index struct {
 	indexMeta
 	partial *query.Matcher
+	ds      docstore.Index
+}
+
+// newIndex compiles an index's partial filter and derives its docstore
+// view.
+func newIndex(m indexMeta) (*index, error) {
+	ix := &index{indexMeta: m}
+	if len(ix.Partial) > 0 {
+		pm, err := query.Compile(ix.Partial)
+		if err != nil {
+			return nil, err
+		}
+		ix.partial = pm
+	}
+	ix.ds = docstore.Index{ID: m.ID, Name: m.Name, Key: m.Key, Sparse: m.Sparse, Unique: m.refusesDuplicates(),
+		Multikey: m.Multikey, NoEntries: m.isTSIndex(), Partial: ix.partial}
+	return ix, nil
 }
 
 // collState is the runtime view derived from a collMeta: compiled partial
-// filters and the TTL policy. Rebuilt whenever the meta changes.
+// filters and the TTL policy, and the document store's view of them (ds).
+// Rebuilt whenever the meta changes.
 type collState struct {
 	meta    *collMeta
 	indexes []*index
 	policy  *ttl.Policy
+	ds      docstore.Coll
+}
+
+// deadline applies THE expiry rule to a record.
+func (s *collState) deadline(r *docstore.Record) int64 { return docstore.Deadline(s.policy, r) }
+
+// visible reports whether a record is live at nowMS.
+func (s *collState) visible(r *docstore.Record, nowMS int64) bool {
+	return docstore.Visible(s.policy, r, nowMS)
+}
+
+// getRecord reads a document by encoded _id (expired or not).
+func (c *Collection) getRecord(r storage.Reader, idKey []byte) (*docstore.Record, error) {
+	return docstore.GetRecord(r, c.Meta().ID, idKey)
 }
 
 // Collection is a live collection.
@@ -137,15 +170,12 @@ func (c *Collection) publish(m *collMeta) error {
 	s := &collState{meta: m}
 	pol := &ttl.Policy{HasDefault: m.HasTTL, DefaultTTL: m.DefaultTTL}
 	for i := range m.Indexes {
-		ix := &index{indexMeta: m.Indexes[i]}
-		if len(ix.Partial) > 0 {
-			pm, err := query.Compile(ix.Partial)
-			if err != nil {
-				return err
-			}
-			ix.partial = pm
+		ix, err := newIndex(m.Indexes[i])
+		if err != nil {
+			return err
 		}
 		s.indexes = append(s.indexes, ix)
+		s.ds.Indexes = append(s.ds.Indexes, &ix.ds)
 		if ix.HasTTL && !ix.isTSIndex() {
 			rule := ttl.IndexRule{Field: ix.Key[0].Key, ExpireAfterSeconds: ix.TTL}
 			if pm := ix.partial; pm != nil {
@@ -163,6 +193,7 @@ func (c *Collection) publish(m *collMeta) error {
 	if pol.Active() {
 		s.policy = pol
 	}
+	s.ds.ID, s.ds.NS, s.ds.Policy = m.ID, m.ns(), s.policy
 	c.state.Store(s)
 	return nil
 }
@@ -459,3 +490,39 @@ func (c *Collection) updateMeta(m *collMeta) error {
 }
 
 var errDropped = errors.New("collection dropped")
+
+// markMultikey records that an index became multikey (the planner then
+// stops intersecting range bounds on it). Done outside the write batch:
+// being conservative early is harmless.
+func (c *Collection) markMultikey(s *collState, doc bson.D) {
+	m := s.meta.clone()
+	changed := false
+	for i := range m.Indexes {
+		if m.Indexes[i].Multikey {
+			continue
+		}
+		for _, ix := range s.indexes {
+			if ix.ID == m.Indexes[i].ID {
+				if _, mk, _ := docstore.IndexKeys(&ix.ds, doc); mk {
+					m.Indexes[i].Multikey = true
+					changed = true
+				}
+			}
+		}
+	}
+	if changed {
+		c.e.metaMu.Lock()
+		defer c.e.metaMu.Unlock()
+		// Re-read the current meta under metaMu: another writer may have
+		// published in between; only the flags are merged.
+		cur := c.Meta().clone()
+		for i := range cur.Indexes {
+			for _, x := range m.Indexes {
+				if x.ID == cur.Indexes[i].ID && x.Multikey {
+					cur.Indexes[i].Multikey = true
+				}
+			}
+		}
+		_ = c.updateMeta(cur)
+	}
+}

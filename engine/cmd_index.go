@@ -413,13 +413,9 @@ func (c *Collection) buildIndexes(m *collMeta, build []int) error {
 	st := &collState{meta: m, policy: c.st().policy}
 	var ixs []*index
 	for _, pos := range build {
-		ix := &index{indexMeta: m.Indexes[pos]}
-		if len(ix.Partial) > 0 {
-			pm, err := query.Compile(ix.Partial)
-			if err != nil {
-				return err
-			}
-			ix.partial = pm
+		ix, err := newIndex(m.Indexes[pos])
+		if err != nil {
+			return err
 		}
 		ixs = append(ixs, ix)
 	}
@@ -437,19 +433,19 @@ func (c *Collection) buildIndexes(m *collMeta, build []int) error {
 		seen[i] = map[string]bson.D{}
 	}
 	for ok := it.First(); ok; ok = it.Next() {
-		rec, err := decodeRecord(append([]byte(nil), it.Key()[len(p):]...), it.Value())
+		rec, err := docstore.DecodeRecord(append([]byte(nil), it.Key()[len(p):]...), it.Value())
 		if err != nil {
 			return err
 		}
 		if !st.visible(rec, now) {
 			continue
 		}
-		doc, err := rec.doc()
+		doc, err := rec.Doc()
 		if err != nil {
 			return err
 		}
 		for i, ix := range ixs {
-			keys, mk, err := indexKeys(ix, doc)
+			keys, mk, err := docstore.IndexKeys(&ix.ds, doc)
 			if err != nil {
 				return err
 			}
@@ -460,12 +456,12 @@ func (c *Collection) buildIndexes(m *collMeta, build []int) error {
 			for _, k := range keys {
 				if ix.Unique {
 					if _, dup := seen[i][string(k)]; dup {
-						e := dupKeyError(m, &ix.indexMeta, doc).(*mongoerr.Error)
+						e := docstore.DupKeyError(m.ns(), &ix.ds, doc).(*mongoerr.Error)
 						return &mongoerr.Error{Code: e.Code, Msg: "Index build failed: " + e.Msg, Extra: e.Extra}
 					}
 					seen[i][string(k)] = nil
 				}
-				if err := b.Set(cat(cat(pre, k), rec.idKey), rec.idKey); err != nil {
+				if err := b.Set(cat(cat(pre, k), rec.IDKey), rec.IDKey); err != nil {
 					return err
 				}
 			}

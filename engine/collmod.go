@@ -373,7 +373,7 @@ func collModIndexLabel(q *collModIndexReq) string {
 	if q.hasName {
 		return q.name
 	}
-	return shortJSON(q.keyPattern)
+	return docstore.ShortJSON(q.keyPattern)
 }
 
 // checkConvertibleToUnique scans an index for keys that live documents
@@ -415,7 +415,7 @@ func (c *Collection) checkConvertibleToUnique(m *collMeta, ix *indexMeta) error 
 		if rec == nil || !s.visible(rec, now) {
 			continue
 		}
-		doc, err := rec.doc()
+		doc, err := rec.Doc()
 		if err != nil {
 			return err
 		}

@@ -88,6 +88,7 @@ type CompressionFigures struct {
 // Engine is one mayfly database instance.
 type Engine struct {
 	kv     storage.TxnKV
+	ds     *docstore.Store // the document store over kv
 	log    *zap.Logger
 	verb   *mlog.Verbosity
 	clock  ttl.Clock
@@ -156,6 +157,7 @@ type Engine struct {
 func Open(cfg Config) (*Engine, error) {
 	e := &Engine{kv: cfg.KV, log: cfg.Logger, clock: cfg.Clock, slowMS: cfg.SlowOpThreshold, info: cfg.ServerInfo,
 		start: time.Now(), cursors: newCursorTable(), stop: make(chan struct{}), compactCh: make(chan [2][]byte, 64)}
+	e.ds = docstore.New(e.kv, e.nowMS)
 	if e.log == nil {
 		e.log = zap.NewNop()
 	}

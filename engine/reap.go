@@ -188,7 +188,7 @@ func (s *collState) ttlIndexRanges(nowMS int64) [][2][]byte {
 		}
 		cut := nowMS - ix.TTL*1000
 		p := &pred{hasHi: true, hi: bson.DateTime(cut), hiIncl: true}
-		r := rangeFor(nil, p, isDescending(ix.Key[0].Value))
+		r := rangeFor(nil, p, docstore.IsDescending(ix.Key[0].Value))
 		pre := docstore.IndexPrefix(s.meta.ID, ix.ID)
 		out = append(out, [2][]byte{cat(pre, r.lo), cat(pre, r.hi)})
 	}
@@ -279,7 +279,7 @@ func (c *Collection) purgeExpired(nowMS int64, max int, held bool) (int, int64, 
 	err := c.e.runTxn(nil, func(tx storage.Txn) (func(), error) {
 		n, bytes = 0, 0
 		s := c.st()
-		rd, _ := c.e.readerOf(tx)
+		rd, _ := c.e.ds.ReaderOf(tx)
 		for _, idKey := range cands {
 			rec, err := c.getRecord(rd, idKey)
 			if err != nil {
@@ -288,11 +288,11 @@ func (c *Collection) purgeExpired(nowMS int64, max int, held bool) (int, int64, 
 			if rec == nil || !ttl.Expired(s.deadline(rec), nowMS) {
 				continue // re-checked: changed meanwhile, or not expired after all
 			}
-			if err := c.deleteDoc(tx, s, rec); err != nil {
+			if err := docstore.DeleteDoc(tx, &s.ds, rec); err != nil {
 				return nil, err
 			}
 			n++
-			bytes += int64(len(rec.raw))
+			bytes += int64(len(rec.Raw))
 		}
 		return nil, nil
 	})
@@ -436,7 +436,7 @@ func (c *Collection) backlog(nowMS int64) (n int64, nbytes int64, oldest int64) 
 			dl := s.deadline(rec)
 			if ttl.Expired(dl, nowMS) {
 				n++
-				nbytes += int64(len(rec.raw))
+				nbytes += int64(len(rec.Raw))
 				if dl < oldest {
 					oldest = dl
 				}
