@@ -1,6 +1,8 @@
-// Package engine is mayfly's database: the catalog, documents, indexes,
-// queries, updates, aggregation and the command table. It implements
-// wire.Handler and stores everything through the storage interface.
+// Package engine is mayfly's database: the command table and handlers,
+// the catalog, planning and query execution, updates, aggregation and the
+// TTL policy. It implements wire.Handler. Documents are written through
+// the document store beneath it (engine/docstore: records, index and
+// expiry entries, unique checks, staged into storage transactions).
 package engine
 
 import (

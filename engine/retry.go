@@ -127,8 +127,8 @@ func (memRetryStore) Stage(storage.Txn, *Session, int64, []StmtRecord) (func(), 
 	return nil, nil
 }
 
-// kvRetryStore is the durable RetryStore. Records live in the docstore.PfxRetry key
-// range (keys.go):
+// kvRetryStore is the durable RetryStore. Records live in the
+// docstore.PfxRetry key range (engine/docstore/keys.go):
 //
 //	0x14 <lsid.id:16> <txnNumber:8> <stmtId:4>  →  BSON {t, n, m[, u][, r]}
 //

@@ -20,9 +20,11 @@ import (
 // the other's result: no lost update, without any per-document lock.
 // Decisions that depend on keys a transaction does not write are protected
 // by locking those keys (Txn.LockKeys): the unique-index guard of a claimed
-// value (docstore's checkUnique), and the collection's upsert guard (an upsert that
-// found nothing inserts under it, so two upserts of one missing document
-// serialize).
+// value (docstore's checkUnique), and the collection's upsert guard (an
+// upsert that found nothing inserts under it, so two upserts of one
+// missing document serialize). The staging of a document write itself
+// (its index and expiry entries, the unique checks) is the document
+// store's (engine/docstore); this file runs and retries the transactions.
 //
 // As in mongod, single-document writes never surface a write conflict to
 // clients: runTxn retries them, with a short randomised backoff, until they
