@@ -11,6 +11,7 @@ import (
 	"github.com/xdg-go/scram"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
 	"github.com/mayflydb/mayfly/storage"
@@ -149,7 +150,7 @@ func (e *Engine) authDocs(coll string) ([]bson.D, error) {
 		if rec == nil {
 			continue
 		}
-		d, err := rec.doc()
+		d, err := rec.Doc()
 		if err != nil {
 			return nil, err
 		}
@@ -287,7 +288,7 @@ func (e *Engine) replaceUserDoc(r *Request, id string, d bson.D) (bool, error) {
 }
 
 func (e *Engine) replaceAuthDoc(coll string, r *Request, id string, d bson.D) (bool, error) {
-	return e.changeAuthDoc(coll, r, id, func(c *Collection, tx storage.Txn, s *collState, rec *record) (func(), error) {
+	return e.changeAuthDoc(coll, r, id, func(c *Collection, tx storage.Txn, s *collState, rec *docstore.Record) (func(), error) {
 		return c.stageDoc(tx, s, rec, d, e.nowTS())
 	})
 }
@@ -297,12 +298,12 @@ func (e *Engine) deleteUserDoc(r *Request, id string) (bool, error) {
 }
 
 func (e *Engine) deleteAuthDoc(coll string, r *Request, id string) (bool, error) {
-	return e.changeAuthDoc(coll, r, id, func(c *Collection, tx storage.Txn, s *collState, rec *record) (func(), error) {
+	return e.changeAuthDoc(coll, r, id, func(c *Collection, tx storage.Txn, s *collState, rec *docstore.Record) (func(), error) {
 		return c.stageDelete(tx, s, rec)
 	})
 }
 
-func (e *Engine) changeAuthDoc(coll string, r *Request, id string, fn func(c *Collection, tx storage.Txn, s *collState, rec *record) (func(), error)) (bool, error) {
+func (e *Engine) changeAuthDoc(coll string, r *Request, id string, fn func(c *Collection, tx storage.Txn, s *collState, rec *docstore.Record) (func(), error)) (bool, error) {
 	c := e.cat.Get(usersDB, coll)
 	if c == nil {
 		return false, nil
@@ -311,7 +312,7 @@ func (e *Engine) changeAuthDoc(coll string, r *Request, id string, fn func(c *Co
 	if err != nil {
 		return false, err
 	}
-	found, err := c.withDoc(r, cq, idKeyOf(id), false, func(tx storage.Txn, s *collState, rec *record, _ bson.D, _ int) (func(), error) {
+	found, err := c.withDoc(r, cq, docstore.IDKeyOf(id), false, func(tx storage.Txn, s *collState, rec *docstore.Record, _ bson.D, _ int) (func(), error) {
 		return fn(c, tx, s, rec)
 	})
 	if err != nil {

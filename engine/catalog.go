@@ -11,6 +11,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/engine/query"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
 	"github.com/mayflydb/mayfly/storage"
@@ -75,18 +76,51 @@ func (m *collMeta) clone() *collMeta {
 	return &c
 }
 
-// index is an index with its compiled partial filter.
+// index is an index with its compiled partial filter, and what the
+// document store needs of it (ds).
 type index struct {
 	indexMeta
 	partial *query.Matcher
+	ds      docstore.Index
+}
+
+// newIndex compiles an index's partial filter and derives its docstore
+// view.
+func newIndex(m indexMeta) (*index, error) {
+	ix := &index{indexMeta: m}
+	if len(ix.Partial) > 0 {
+		pm, err := query.Compile(ix.Partial)
+		if err != nil {
+			return nil, err
+		}
+		ix.partial = pm
+	}
+	ix.ds = docstore.Index{ID: m.ID, Name: m.Name, Key: m.Key, Sparse: m.Sparse, Unique: m.refusesDuplicates(),
+		Multikey: m.Multikey, NoEntries: m.isTSIndex(), Partial: ix.partial}
+	return ix, nil
 }
 
 // collState is the runtime view derived from a collMeta: compiled partial
-// filters and the TTL policy. Rebuilt whenever the meta changes.
+// filters and the TTL policy, and the document store's view of them (ds).
+// Rebuilt whenever the meta changes.
 type collState struct {
 	meta    *collMeta
 	indexes []*index
 	policy  *ttl.Policy
+	ds      docstore.Coll
+}
+
+// deadline applies THE expiry rule to a record.
+func (s *collState) deadline(r *docstore.Record) int64 { return docstore.Deadline(s.policy, r) }
+
+// visible reports whether a record is live at nowMS.
+func (s *collState) visible(r *docstore.Record, nowMS int64) bool {
+	return docstore.Visible(s.policy, r, nowMS)
+}
+
+// getRecord reads a document by encoded _id (expired or not).
+func (c *Collection) getRecord(r storage.Reader, idKey []byte) (*docstore.Record, error) {
+	return docstore.GetRecord(r, c.Meta().ID, idKey)
 }
 
 // Collection is a live collection.
@@ -141,15 +175,12 @@ func (c *Collection) publish(m *collMeta) error {
 	s := &collState{meta: m}
 	pol := &ttl.Policy{HasDefault: m.HasTTL, DefaultTTL: m.DefaultTTL}
 	for i := range m.Indexes {
-		ix := &index{indexMeta: m.Indexes[i]}
-		if len(ix.Partial) > 0 {
-			pm, err := query.Compile(ix.Partial)
-			if err != nil {
-				return err
-			}
-			ix.partial = pm
+		ix, err := newIndex(m.Indexes[i])
+		if err != nil {
+			return err
 		}
 		s.indexes = append(s.indexes, ix)
+		s.ds.Indexes = append(s.ds.Indexes, &ix.ds)
 		if ix.HasTTL && !ix.isTSIndex() {
 			rule := ttl.IndexRule{Field: ix.Key[0].Key, ExpireAfterSeconds: ix.TTL}
 			if pm := ix.partial; pm != nil {
@@ -167,6 +198,7 @@ func (c *Collection) publish(m *collMeta) error {
 	if pol.Active() {
 		s.policy = pol
 	}
+	s.ds.ID, s.ds.NS, s.ds.Policy = m.ID, m.ns(), s.policy
 	c.state.Store(s)
 	return nil
 }
@@ -180,7 +212,7 @@ type Catalog struct {
 
 func (e *Engine) loadCatalog() error {
 	e.cat = &Catalog{e: e, dbs: map[string]map[string]*Collection{}}
-	it, err := e.kv.NewIter([]byte{pfxCatalog}, []byte{pfxCatalog + 1})
+	it, err := e.kv.NewIter([]byte{docstore.PfxCatalog}, []byte{docstore.PfxCatalog + 1})
 	if err != nil {
 		return err
 	}
@@ -352,7 +384,7 @@ func (e *Engine) saveMeta(b storage.Batch, m *collMeta) error {
 	if err != nil {
 		return err
 	}
-	return b.Set(catalogKey(m.DB, m.Name), raw)
+	return b.Set(docstore.CatalogKey(m.DB, m.Name), raw)
 }
 
 // createCollection creates db.coll with options; exists reports an
@@ -387,7 +419,7 @@ func (e *Engine) createCollection(db, coll string, opts bson.D, hasTTL bool, def
 	if err := e.saveMeta(b, m); err != nil {
 		return nil, false, err
 	}
-	if err := b.Set(metaKey("nextCollID"), binary.BigEndian.AppendUint64(nil, id+1)); err != nil {
+	if err := b.Set(docstore.MetaKey("nextCollID"), binary.BigEndian.AppendUint64(nil, id+1)); err != nil {
 		return nil, false, err
 	}
 	if err := b.Commit(true); err != nil {
@@ -431,21 +463,21 @@ func (e *Engine) dropCollection(db, coll string) error {
 func (e *Engine) deleteCollectionData(m *collMeta, withCatalog bool) error {
 	b := e.kv.NewBatch()
 	defer b.Close()
-	for _, kind := range []byte{pfxDoc, pfxIndex, pfxExpiry} {
-		p := collPrefix(kind, m.ID)
-		if err := b.DeleteRange(p, prefixEnd(p)); err != nil {
+	for _, kind := range []byte{docstore.PfxDoc, docstore.PfxIndex, docstore.PfxExpiry} {
+		p := docstore.CollPrefix(kind, m.ID)
+		if err := b.DeleteRange(p, docstore.PrefixEnd(p)); err != nil {
 			return err
 		}
 	}
 	if withCatalog {
-		if err := b.Delete(catalogKey(m.DB, m.Name)); err != nil {
+		if err := b.Delete(docstore.CatalogKey(m.DB, m.Name)); err != nil {
 			return err
 		}
 	}
 	if err := b.Commit(true); err != nil {
 		return err
 	}
-	e.compactSoon(collPrefix(pfxDoc, m.ID), prefixEnd(collPrefix(pfxExpiry, m.ID)))
+	e.compactSoon(docstore.CollPrefix(docstore.PfxDoc, m.ID), docstore.PrefixEnd(docstore.CollPrefix(docstore.PfxExpiry, m.ID)))
 	return nil
 }
 
@@ -463,3 +495,39 @@ func (c *Collection) updateMeta(m *collMeta) error {
 }
 
 var errDropped = errors.New("collection dropped")
+
+// markMultikey records that an index became multikey (the planner then
+// stops intersecting range bounds on it). Done outside the write batch:
+// being conservative early is harmless.
+func (c *Collection) markMultikey(s *collState, doc bson.D) {
+	m := s.meta.clone()
+	changed := false
+	for i := range m.Indexes {
+		if m.Indexes[i].Multikey {
+			continue
+		}
+		for _, ix := range s.indexes {
+			if ix.ID == m.Indexes[i].ID {
+				if _, mk, _ := docstore.IndexKeys(&ix.ds, doc); mk {
+					m.Indexes[i].Multikey = true
+					changed = true
+				}
+			}
+		}
+	}
+	if changed {
+		c.e.metaMu.Lock()
+		defer c.e.metaMu.Unlock()
+		// Re-read the current meta under metaMu: another writer may have
+		// published in between; only the flags are merged.
+		cur := c.Meta().clone()
+		for i := range cur.Indexes {
+			for _, x := range m.Indexes {
+				if x.ID == cur.Indexes[i].ID && x.Multikey {
+					cur.Indexes[i].Multikey = true
+				}
+			}
+		}
+		_ = c.updateMeta(cur)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mayflydb/mayfly/engine/agg"
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/engine/expr"
 	"github.com/mayflydb/mayfly/engine/update"
 	"github.com/mayflydb/mayfly/internal/bsonx"
@@ -187,7 +188,7 @@ type queryIter struct {
 	limit  int64
 	n      int64
 	opened bool
-	last   *record // of the document Next returned last
+	last   *docstore.Record // of the document Next returned last
 }
 
 func newQueryIter(cq *compiledQuery) *queryIter {
@@ -238,7 +239,7 @@ func (q *queryIter) Next(ctx context.Context) (bson.D, bool, error) {
 		d := md.doc
 		if d == nil {
 			var err error
-			if d, err = md.rec.doc(); err != nil {
+			if d, err = md.rec.Doc(); err != nil {
 				return nil, false, err
 			}
 		}
@@ -262,7 +263,7 @@ func (q *queryIter) Source() agg.Source {
 // collection's policy at the time of asking (it may have changed).
 type liveRecord struct {
 	c   *Collection
-	rec *record
+	rec *docstore.Record
 }
 
 func (l *liveRecord) Live() bool {
@@ -372,7 +373,7 @@ func (a *aggEnv) Replace(ctx context.Context, db, coll string, id any, doc bson.
 	if c == nil {
 		return mongoerr.New(mongoerr.NamespaceNotFound, "ns not found")
 	}
-	return c.replaceByID(a.r, idKeyOf(id), doc)
+	return c.replaceByID(a.r, docstore.IDKeyOf(id), doc)
 }
 
 func (a *aggEnv) HasUniqueIndex(ctx context.Context, db, coll string, fields []string) (bool, error) {

@@ -6,6 +6,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/engine/query"
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
@@ -164,14 +165,14 @@ func (c *Collection) figures() collFigures {
 		f.size = 0
 	}
 	m := c.Meta()
-	ds, _ := c.e.kv.EstimateDiskUsage(collPrefix(pfxDoc, m.ID), prefixEnd(collPrefix(pfxDoc, m.ID)))
+	ds, _ := c.e.kv.EstimateDiskUsage(docstore.CollPrefix(docstore.PfxDoc, m.ID), docstore.PrefixEnd(docstore.CollPrefix(docstore.PfxDoc, m.ID)))
 	f.storage = int64(ds)
 	// The _id index lives in the document keys: count its key bytes.
 	f.indexSizes = bson.D{{Key: "_id_", Value: f.count * 16}}
 	f.indexSize = f.count * 16
 	for _, ix := range m.Indexes {
-		p := indexPrefix(m.ID, ix.ID)
-		sz, _ := c.e.kv.EstimateDiskUsage(p, prefixEnd(p))
+		p := docstore.IndexPrefix(m.ID, ix.ID)
+		sz, _ := c.e.kv.EstimateDiskUsage(p, docstore.PrefixEnd(p))
 		f.indexSizes = append(f.indexSizes, bson.E{Key: ix.Name, Value: int64(sz)})
 		f.indexSize += int64(sz)
 	}
@@ -328,7 +329,7 @@ func cmdRenameCollection(e *Engine, r *Request) (bson.D, error) {
 	m.DB, m.Name = tdb, tcoll
 	b := e.kv.NewBatch()
 	defer b.Close()
-	if err := b.Delete(catalogKey(old.DB, old.Name)); err != nil {
+	if err := b.Delete(docstore.CatalogKey(old.DB, old.Name)); err != nil {
 		return nil, err
 	}
 	if err := e.saveMeta(b, m); err != nil {

@@ -4,6 +4,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
 )
@@ -46,7 +47,7 @@ func cmdCompact(e *Engine, r *Request) (bson.D, error) {
 		return nil, mongoerr.New(mongoerr.NamespaceNotFound, "collection does not exist")
 	}
 	id := c.Meta().ID
-	lo, hi := collPrefix(pfxDoc, id), prefixEnd(collPrefix(pfxExpiry, id))
+	lo, hi := docstore.CollPrefix(docstore.PfxDoc, id), docstore.PrefixEnd(docstore.CollPrefix(docstore.PfxExpiry, id))
 	if err := c.rangeDeleteConsumed(); err != nil {
 		return nil, err
 	}
@@ -58,12 +59,12 @@ func cmdCompact(e *Engine, r *Request) (bson.D, error) {
 		return nil, err
 	}
 	ctx := r.Ctx
-	for _, kind := range []byte{pfxDoc, pfxIndex, pfxExpiry} {
+	for _, kind := range []byte{docstore.PfxDoc, docstore.PfxIndex, docstore.PfxExpiry} {
 		if err := r.CheckDeadline(); err != nil {
 			return nil, err
 		}
-		p := collPrefix(kind, id)
-		if err := e.kv.Compact(ctx, p, prefixEnd(p)); err != nil {
+		p := docstore.CollPrefix(kind, id)
+		if err := e.kv.Compact(ctx, p, docstore.PrefixEnd(p)); err != nil {
 			if cerr := r.CheckDeadline(); cerr != nil {
 				return nil, cerr
 			}

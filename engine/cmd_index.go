@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/engine/query"
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
@@ -412,18 +413,14 @@ func (c *Collection) buildIndexes(m *collMeta, build []int) error {
 	st := &collState{meta: m, policy: c.st().policy}
 	var ixs []*index
 	for _, pos := range build {
-		ix := &index{indexMeta: m.Indexes[pos]}
-		if len(ix.Partial) > 0 {
-			pm, err := query.Compile(ix.Partial)
-			if err != nil {
-				return err
-			}
-			ix.partial = pm
+		ix, err := newIndex(m.Indexes[pos])
+		if err != nil {
+			return err
 		}
 		ixs = append(ixs, ix)
 	}
-	p := collPrefix(pfxDoc, m.ID)
-	it, err := c.e.kv.NewIter(p, prefixEnd(p))
+	p := docstore.CollPrefix(docstore.PfxDoc, m.ID)
+	it, err := c.e.kv.NewIter(p, docstore.PrefixEnd(p))
 	if err != nil {
 		return err
 	}
@@ -436,35 +433,35 @@ func (c *Collection) buildIndexes(m *collMeta, build []int) error {
 		seen[i] = map[string]bson.D{}
 	}
 	for ok := it.First(); ok; ok = it.Next() {
-		rec, err := decodeRecord(append([]byte(nil), it.Key()[len(p):]...), it.Value())
+		rec, err := docstore.DecodeRecord(append([]byte(nil), it.Key()[len(p):]...), it.Value())
 		if err != nil {
 			return err
 		}
 		if !st.visible(rec, now) {
 			continue
 		}
-		doc, err := rec.doc()
+		doc, err := rec.Doc()
 		if err != nil {
 			return err
 		}
 		for i, ix := range ixs {
-			keys, mk, err := indexKeys(ix, doc)
+			keys, mk, err := docstore.IndexKeys(&ix.ds, doc)
 			if err != nil {
 				return err
 			}
 			if mk {
 				m.Indexes[build[i]].Multikey = true
 			}
-			pre := indexPrefix(m.ID, ix.ID)
+			pre := docstore.IndexPrefix(m.ID, ix.ID)
 			for _, k := range keys {
 				if ix.Unique {
 					if _, dup := seen[i][string(k)]; dup {
-						e := dupKeyError(m, &ix.indexMeta, doc).(*mongoerr.Error)
+						e := docstore.DupKeyError(m.ns(), &ix.ds, doc).(*mongoerr.Error)
 						return &mongoerr.Error{Code: e.Code, Msg: "Index build failed: " + e.Msg, Extra: e.Extra}
 					}
 					seen[i][string(k)] = nil
 				}
-				if err := b.Set(cat(cat(pre, k), rec.idKey), rec.idKey); err != nil {
+				if err := b.Set(cat(cat(pre, k), rec.IDKey), rec.IDKey); err != nil {
 					return err
 				}
 			}
@@ -570,8 +567,8 @@ func cmdDropIndexes(e *Engine, r *Request) (bson.D, error) {
 		b := e.kv.NewBatch()
 		defer b.Close()
 		for _, ix := range dropped {
-			p := indexPrefix(m.ID, ix.ID)
-			if err := b.DeleteRange(p, prefixEnd(p)); err != nil {
+			p := docstore.IndexPrefix(m.ID, ix.ID)
+			if err := b.DeleteRange(p, docstore.PrefixEnd(p)); err != nil {
 				return nil, err
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/engine/keycodec"
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
@@ -140,8 +141,8 @@ func (v *validation) run(snap storage.Reader) error {
 	badTTL := 0
 
 	// Documents.
-	lo := collPrefix(pfxDoc, m.ID)
-	it, err := snap.NewIter(lo, prefixEnd(lo))
+	lo := docstore.CollPrefix(docstore.PfxDoc, m.ID)
+	it, err := snap.NewIter(lo, docstore.PrefixEnd(lo))
 	if err != nil {
 		return err
 	}
@@ -163,25 +164,25 @@ func (v *validation) run(snap storage.Reader) error {
 			v.c.e.log.Warn("validate: invalid document", zap.String("ns", m.ns()), zap.String("key", hex.EncodeToString(idKey)), zap.String("reason", why))
 			continue
 		}
-		if v.conformance && !bsonConformant(rec.raw) {
+		if v.conformance && !bsonConformant(rec.Raw) {
 			v.nNonCompliant++
 		}
-		if own := ttl.OwnTTL(doc); own != rec.own {
+		if own := ttl.OwnTTL(doc); own != rec.Own {
 			badTTL++
 			v.c.e.log.Warn("validate: ttl header disagrees with the document", zap.String("ns", m.ns()),
-				zap.String("key", hex.EncodeToString(idKey)), zap.Int64("header", rec.own), zap.Int64("field", own))
+				zap.String("key", hex.EncodeToString(idKey)), zap.Int64("header", rec.Own), zap.Int64("field", own))
 		}
 		expired := !v.s.visible(rec, v.now)
 		if expired {
 			v.nExpired++
 		}
 		if k := expiryEntryKey(m.ID, rec); k != nil {
-			wantExp[string(k)] = expectedEntry{idKey: idKey, expired: expired, size: len(rec.raw)}
+			wantExp[string(k)] = expectedEntry{idKey: idKey, expired: expired, size: len(rec.Raw)}
 		}
 		for i, ix := range v.s.indexes {
-			keys, _, err := indexKeys(ix, doc)
+			keys, _, err := docstore.IndexKeys(&ix.ds, doc)
 			if err != nil {
-				v.fail(fmt.Sprintf("Index with name '%s' cannot index document %s: %v", ix.Name, shortJSON(bson.D{{Key: "_id", Value: idFromKey(idKey)}}), err))
+				v.fail(fmt.Sprintf("Index with name '%s' cannot index document %s: %v", ix.Name, docstore.ShortJSON(bson.D{{Key: "_id", Value: idFromKey(idKey)}}), err))
 				v.invalidIndex[ix.Name] = true
 				continue
 			}
@@ -211,8 +212,8 @@ func (v *validation) run(snap storage.Reader) error {
 		if ix.isTSIndex() {
 			continue
 		}
-		p := indexPrefix(m.ID, ix.ID)
-		it, err := snap.NewIter(p, prefixEnd(p))
+		p := docstore.IndexPrefix(m.ID, ix.ID)
+		it, err := snap.NewIter(p, docstore.PrefixEnd(p))
 		if err != nil {
 			return err
 		}
@@ -264,8 +265,8 @@ func (v *validation) run(snap storage.Reader) error {
 	}
 
 	// The expiry index.
-	ep := collPrefix(pfxExpiry, m.ID)
-	it, err = snap.NewIter(ep, prefixEnd(ep))
+	ep := docstore.CollPrefix(docstore.PfxExpiry, m.ID)
+	it, err = snap.NewIter(ep, docstore.PrefixEnd(ep))
 	if err != nil {
 		return err
 	}
@@ -400,7 +401,7 @@ func (v *validation) entryInfo(ix *index, suffix, idKey []byte) bson.D {
 	for _, f := range ix.Key {
 		var val any
 		if len(rest) > 0 {
-			if isDescending(f.Value) {
+			if docstore.IsDescending(f.Value) {
 				inv := make([]byte, len(rest))
 				for i, b := range rest {
 					inv[i] = ^b
@@ -432,18 +433,18 @@ func (v *validation) entryInfo(ix *index, suffix, idKey []byte) bson.D {
 
 // decodeForValidate decodes a stored document, returning why it is invalid
 // ("" when it is not).
-func decodeForValidate(idKey, val []byte) (*record, bson.D, string) {
-	rec, err := decodeRecord(idKey, val)
+func decodeForValidate(idKey, val []byte) (*docstore.Record, bson.D, string) {
+	rec, err := docstore.DecodeRecord(idKey, val)
 	if err != nil {
 		return nil, nil, "bad document header"
 	}
-	if err := rec.raw.Validate(); err != nil {
+	if err := rec.Raw.Validate(); err != nil {
 		return nil, nil, "invalid BSON: " + err.Error()
 	}
-	if int(binary.LittleEndian.Uint32(rec.raw)) != len(rec.raw) {
+	if int(binary.LittleEndian.Uint32(rec.Raw)) != len(rec.Raw) {
 		return nil, nil, "trailing bytes after the BSON document"
 	}
-	doc, err := bsonx.Decode(rec.raw)
+	doc, err := bsonx.Decode(rec.Raw)
 	if err != nil {
 		return nil, nil, "undecodable BSON: " + err.Error()
 	}
@@ -451,7 +452,7 @@ func decodeForValidate(idKey, val []byte) (*record, bson.D, string) {
 	if !ok {
 		return nil, nil, "document has no _id"
 	}
-	if !bytes.Equal(idKeyOf(id), idKey) {
+	if !bytes.Equal(docstore.IDKeyOf(id), idKey) {
 		return nil, nil, "document _id does not match its key"
 	}
 	return rec, doc, ""
@@ -468,14 +469,14 @@ func idFromKey(idKey []byte) any {
 
 // expiryEntryKey is the expiry-index key a record must have (nil when its
 // own ttl is -1: never expires), as setExpiryEntry files it.
-func expiryEntryKey(collID uint64, r *record) []byte {
+func expiryEntryKey(collID uint64, r *docstore.Record) []byte {
 	switch {
-	case r.own == -1:
+	case r.Own == -1:
 		return nil
-	case r.own > 0:
-		return expiryKey(collID, expDeadline, (r.ts+r.own)*1000, r.idKey)
+	case r.Own > 0:
+		return docstore.ExpiryKey(collID, docstore.ExpDeadline, (r.TS+r.Own)*1000, r.IDKey)
 	default:
-		return expiryKey(collID, expTS, r.ts, r.idKey)
+		return docstore.ExpiryKey(collID, docstore.ExpTS, r.TS, r.IDKey)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/engine/update"
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
@@ -321,7 +322,7 @@ func (e *Engine) updateAttempt(r *Request, c *Collection, q *querySpec, upd *upd
 	}
 	raced := false
 	for _, id := range ids {
-		found, err := c.withDoc(r, cq, id, false, func(tx storage.Txn, s *collState, rec *record, doc bson.D, pos int) (func(), error) {
+		found, err := c.withDoc(r, cq, id, false, func(tx storage.Txn, s *collState, rec *docstore.Record, doc bson.D, pos int) (func(), error) {
 			nd, modified, err := upd.Apply(doc, pos, false, e.clock.Now())
 			if err != nil {
 				return nil, err
@@ -338,14 +339,14 @@ func (e *Engine) updateAttempt(r *Request, c *Collection, q *querySpec, upd *upd
 			if err != nil {
 				return nil, err
 			}
-			r.retryNoteWrite(modified, nil, doc, rec.ts, nd, ts)
+			r.retryNoteWrite(modified, nil, doc, rec.TS, nd, ts)
 			record := func() {
 				res.matched++
 				if modified {
 					res.modified++
 				}
 				if wantDocs { // with _ts: findAndModify's fields may name it (spec §5.2)
-					res.before, res.after = withTS(doc, rec.ts), withTS(nd, ts)
+					res.before, res.after = withTS(doc, rec.TS), withTS(nd, ts)
 				}
 			}
 			if r.txn != nil {
@@ -415,11 +416,11 @@ func (e *Engine) upsertInsert(r *Request, c *Collection, tx storage.Txn, filter 
 	if err != nil {
 		return err
 	}
-	if err := tx.LockKeys(upsertGuardKey(s.meta.ID)); err != nil {
+	if err := tx.LockKeys(docstore.UpsertGuardKey(s.meta.ID)); err != nil {
 		return err
 	}
-	idKey := idKeyOf(nd[0].Value)
-	old, err := c.idFree(tx, s, idKey, nd)
+	idKey := docstore.IDKeyOf(nd[0].Value)
+	old, err := c.e.ds.IDFree(tx, &s.ds, idKey, nd)
 	if err != nil {
 		return err
 	}
@@ -548,24 +549,24 @@ func (c *Collection) deleteMatching(r *Request, q *querySpec, single bool, got *
 		}
 		raced := false
 		for _, id := range ids {
-			found, err := c.withDoc(r, cq, id, false, func(tx storage.Txn, s *collState, rec *record, doc bson.D, _ int) (func(), error) {
+			found, err := c.withDoc(r, cq, id, false, func(tx storage.Txn, s *collState, rec *docstore.Record, doc bson.D, _ int) (func(), error) {
 				account, err := c.stageDelete(tx, s, rec)
 				if err != nil {
 					return nil, err
 				}
-				r.retryNoteWrite(false, nil, doc, rec.ts, nil, 0)
+				r.retryNoteWrite(false, nil, doc, rec.TS, nil, 0)
 				if r.txn != nil {
 					// In a multi-document transaction: the value now (the
 					// reply needs it), the accounting at the commit.
 					if got != nil {
-						*got = withTS(doc, rec.ts)
+						*got = withTS(doc, rec.TS)
 					}
 					return account, nil
 				}
 				return func() {
 					account()
 					if got != nil {
-						*got = withTS(doc, rec.ts)
+						*got = withTS(doc, rec.TS)
 					}
 				}, nil
 			})

@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
 	"github.com/mayflydb/mayfly/ttl"
@@ -372,7 +373,7 @@ func collModIndexLabel(q *collModIndexReq) string {
 	if q.hasName {
 		return q.name
 	}
-	return shortJSON(q.keyPattern)
+	return docstore.ShortJSON(q.keyPattern)
 }
 
 // checkConvertibleToUnique scans an index for keys that live documents
@@ -380,8 +381,8 @@ func collModIndexLabel(q *collModIndexReq) string {
 // CannotConvertIndexToUnique with violations [{ids: [...]}, ...], one entry
 // per duplicated key. Expired documents do not count (spec §6.3).
 func (c *Collection) checkConvertibleToUnique(m *collMeta, ix *indexMeta) error {
-	prefix := indexPrefix(m.ID, ix.ID)
-	it, err := c.e.kv.NewIter(prefix, prefixEnd(prefix))
+	prefix := docstore.IndexPrefix(m.ID, ix.ID)
+	it, err := c.e.kv.NewIter(prefix, docstore.PrefixEnd(prefix))
 	if err != nil {
 		return err
 	}
@@ -414,7 +415,7 @@ func (c *Collection) checkConvertibleToUnique(m *collMeta, ix *indexMeta) error 
 		if rec == nil || !s.visible(rec, now) {
 			continue
 		}
-		doc, err := rec.doc()
+		doc, err := rec.Doc()
 		if err != nil {
 			return err
 		}

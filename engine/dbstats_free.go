@@ -1,6 +1,10 @@
 package engine
 
-import "go.mongodb.org/mongo-driver/v2/bson"
+import (
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mayflydb/mayfly/engine/docstore"
+)
 
 // withFreeStorage adds dbStats' free-space figures for { freeStorage: 1 }
 // (mongod 7.0: freeStorageSize after storageSize, indexFreeStorageSize
@@ -18,8 +22,8 @@ func (e *Engine) withFreeStorage(reply bson.D, colls []*Collection, scale int64)
 	var ranges [][2][]byte
 	for _, c := range colls {
 		id := c.Meta().ID
-		for _, kind := range []byte{pfxDoc, pfxIndex, pfxExpiry} {
-			ranges = append(ranges, [2][]byte{collPrefix(kind, id), prefixEnd(collPrefix(kind, id))})
+		for _, kind := range []byte{docstore.PfxDoc, docstore.PfxIndex, docstore.PfxExpiry} {
+			ranges = append(ranges, [2][]byte{docstore.CollPrefix(kind, id), docstore.PrefixEnd(docstore.CollPrefix(kind, id))})
 		}
 	}
 	free := make([]uint64, len(ranges))

@@ -1,6 +1,8 @@
-// Package engine is mayfly's database: the catalog, documents, indexes,
-// queries, updates, aggregation and the command table. It implements
-// wire.Handler and stores everything through the storage interface.
+// Package engine is mayfly's database: the command table and handlers,
+// the catalog, planning and query execution, updates, aggregation and the
+// TTL policy. It implements wire.Handler. Documents are written through
+// the document store beneath it (engine/docstore: records, index and
+// expiry entries, unique checks, staged into storage transactions).
 package engine
 
 import (
@@ -14,6 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/internal/mlog"
 	"github.com/mayflydb/mayfly/storage"
 	"github.com/mayflydb/mayfly/ttl"
@@ -87,6 +90,7 @@ type CompressionFigures struct {
 // Engine is one mayfly database instance.
 type Engine struct {
 	kv     storage.TxnKV
+	ds     *docstore.Store // the document store over kv
 	log    *zap.Logger
 	verb   *mlog.Verbosity
 	clock  ttl.Clock
@@ -155,6 +159,7 @@ type Engine struct {
 func Open(cfg Config) (*Engine, error) {
 	e := &Engine{kv: cfg.KV, log: cfg.Logger, clock: cfg.Clock, slowMS: cfg.SlowOpThreshold, info: cfg.ServerInfo,
 		start: time.Now(), cursors: newCursorTable(), stop: make(chan struct{}), compactCh: make(chan [2][]byte, 64)}
+	e.ds = docstore.New(e.kv, e.nowMS)
 	if e.log == nil {
 		e.log = zap.NewNop()
 	}
@@ -166,10 +171,10 @@ func Open(cfg Config) (*Engine, error) {
 		e.clock = ttl.SystemClock{}
 	}
 	e.nextCollID.Store(1)
-	if v, err := e.kv.Get(metaKey("nextCollID")); err == nil && len(v) == 8 {
+	if v, err := e.kv.Get(docstore.MetaKey("nextCollID")); err == nil && len(v) == 8 {
 		e.nextCollID.Store(binary.BigEndian.Uint64(v))
 	}
-	if v, err := e.kv.Get(metaKey("clockHWM")); err == nil && len(v) == 8 {
+	if v, err := e.kv.Get(docstore.MetaKey("clockHWM")); err == nil && len(v) == 8 {
 		e.hwm.Store(int64(binary.BigEndian.Uint64(v)))
 		e.savedHWM.Store(e.hwm.Load())
 	}
@@ -281,7 +286,7 @@ func (e *Engine) Now() time.Time { return time.UnixMilli(e.nowMS()) }
 func (e *Engine) saveHWM(v int64) error {
 	b := e.kv.NewBatch()
 	defer b.Close()
-	if err := b.Set(metaKey("clockHWM"), binary.BigEndian.AppendUint64(nil, uint64(v))); err != nil {
+	if err := b.Set(docstore.MetaKey("clockHWM"), binary.BigEndian.AppendUint64(nil, uint64(v))); err != nil {
 		return err
 	}
 	// The lease may use the store's disk-space reserve: refusing it would

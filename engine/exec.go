@@ -3,6 +3,7 @@ package engine
 import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/engine/query"
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/storage"
@@ -77,21 +78,21 @@ func (s *scanner) prefix() []byte {
 	m := s.c.Meta()
 	switch s.p.kind {
 	case planIxScan:
-		return indexPrefix(m.ID, s.p.ix.ID)
+		return docstore.IndexPrefix(m.ID, s.p.ix.ID)
 	default:
-		return collPrefix(pfxDoc, m.ID)
+		return docstore.CollPrefix(docstore.PfxDoc, m.ID)
 	}
 }
 
 func (s *scanner) bounds() (lo, hi []byte) {
 	pre := s.prefix()
 	if s.p.kind == planCollScan {
-		return pre, prefixEnd(pre)
+		return pre, docstore.PrefixEnd(pre)
 	}
 	r := s.p.ranges[s.rangeI]
 	lo = cat(pre, r.lo)
 	if r.hi == nil {
-		hi = prefixEnd(pre)
+		hi = docstore.PrefixEnd(pre)
 	} else {
 		hi = cat(pre, r.hi)
 	}
@@ -99,7 +100,7 @@ func (s *scanner) bounds() (lo, hi []byte) {
 }
 
 // next returns the next record, or nil at the end.
-func (s *scanner) next() (*record, error) {
+func (s *scanner) next() (*docstore.Record, error) {
 	if s.done || s.p.kind == planEOF {
 		return nil, nil
 	}
@@ -184,7 +185,7 @@ func (s *scanner) next() (*record, error) {
 
 // nextPoint reads the next _id of a points plan with a point Get (the
 // store's bloom filters skip tables without it; an iterator cannot).
-func (s *scanner) nextPoint() (*record, error) {
+func (s *scanner) nextPoint() (*docstore.Record, error) {
 	n := len(s.p.ranges)
 	for s.rangeI < n {
 		i := s.rangeI
@@ -214,7 +215,7 @@ func (s *scanner) nextRange() {
 	s.rangeI++
 }
 
-func (s *scanner) fetch(key, val []byte) (*record, error) {
+func (s *scanner) fetch(key, val []byte) (*docstore.Record, error) {
 	pre := len(s.prefix())
 	if s.p.kind == planIxScan {
 		s.stats.keysExamined++
@@ -236,20 +237,20 @@ func (s *scanner) fetch(key, val []byte) (*record, error) {
 		s.stats.keysExamined++
 	}
 	s.stats.docsExamined++
-	r, err := decodeRecord(append([]byte(nil), key[pre:]...), append([]byte(nil), val...))
+	r, err := docstore.DecodeRecord(append([]byte(nil), key[pre:]...), append([]byte(nil), val...))
 	if err != nil {
 		return nil, err
 	}
 	if s.seen != nil {
-		if s.seen[string(r.idKey)] {
+		if s.seen[string(r.IDKey)] {
 			return nil, nil
 		}
-		s.seen[string(r.idKey)] = true
+		s.seen[string(r.IDKey)] = true
 	}
 	return r, nil
 }
 
-func (s *scanner) nextOr() (*record, error) {
+func (s *scanner) nextOr() (*docstore.Record, error) {
 	for s.subI < len(s.p.subs) {
 		if s.sub == nil {
 			s.sub = newScanner(s.c, s.p.subs[s.subI], s.stats)
@@ -264,10 +265,10 @@ func (s *scanner) nextOr() (*record, error) {
 			s.subI++
 			continue
 		}
-		if s.seen[string(r.idKey)] {
+		if s.seen[string(r.IDKey)] {
 			continue
 		}
-		s.seen[string(r.idKey)] = true
+		s.seen[string(r.IDKey)] = true
 		return r, nil
 	}
 	s.done = true
@@ -276,7 +277,7 @@ func (s *scanner) nextOr() (*record, error) {
 
 // matchedDoc is a live document that passed the filter.
 type matchedDoc struct {
-	rec *record
+	rec *docstore.Record
 	doc bson.D // decoded, with _ts appended when the query uses it
 	pos int
 }
@@ -289,7 +290,7 @@ type matchIter struct {
 	m       *query.Matcher
 	withTS  bool
 	stats   *scanStats
-	rawOnly bool // no filter: callers may use rec.raw without decoding
+	rawOnly bool // no filter: callers may use rec.Raw without decoding
 	r       *Request
 	seen    int
 }
@@ -320,12 +321,12 @@ func (mi *matchIter) next() (*matchedDoc, error) {
 		if mi.m == nil && !mi.withTS && mi.rawOnly {
 			return &matchedDoc{rec: r, pos: -1}, nil
 		}
-		d, err := r.doc()
+		d, err := r.Doc()
 		if err != nil {
 			return nil, err
 		}
 		if mi.withTS {
-			d = append(d, bson.E{Key: "_ts", Value: r.ts})
+			d = append(d, bson.E{Key: "_ts", Value: r.TS})
 		}
 		pos := -1
 		if mi.m != nil {

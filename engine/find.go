@@ -6,6 +6,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/engine/query"
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
@@ -114,7 +115,7 @@ func (cq *compiledQuery) matches() *matchIter {
 // without _ts unless the projection names it.
 func (cq *compiledQuery) output(md *matchedDoc) (bson.Raw, error) {
 	if md.doc == nil {
-		return md.rec.raw, nil
+		return md.rec.Raw, nil
 	}
 	d := md.doc
 	if cq.proj != nil {
@@ -217,20 +218,20 @@ func (cq *compiledQuery) sortAll(mi *matchIter) (docSource, error) {
 			break
 		}
 		if md.doc == nil {
-			if md.doc, err = md.rec.doc(); err != nil {
+			if md.doc, err = md.rec.Doc(); err != nil {
 				return nil, err
 			}
 		}
 		it := item{md: md, keys: cq.srt.Keys(md.doc)}
 		items = append(items, it)
-		mem += int64(len(md.rec.raw)) + 64
+		mem += int64(len(md.rec.Raw)) + 64
 		if k > 0 && int64(len(items)) >= 2*k+64 {
 			// Bounded top-k: keep only the best k seen so far.
 			sort.SliceStable(items, func(i, j int) bool { return less(items[i], items[j]) })
 			items = items[:k]
 			mem = 0
 			for _, x := range items {
-				mem += int64(len(x.md.rec.raw)) + 64
+				mem += int64(len(x.md.rec.Raw)) + 64
 			}
 		}
 		if mem > memLimit {
@@ -693,12 +694,12 @@ func (c *Collection) distinct(r *Request, key string, filter bson.D) (bson.A, *c
 		}
 		d := md.doc
 		if d == nil {
-			if d, err = md.rec.doc(); err != nil {
+			if d, err = md.rec.Doc(); err != nil {
 				return nil, nil, err
 			}
 		}
 		if key == "_ts" {
-			d = append(d, bson.E{Key: "_ts", Value: md.rec.ts})
+			d = append(d, bson.E{Key: "_ts", Value: md.rec.TS})
 		}
 		vals = appendDistinct(vals, d, strings.Split(key, "."))
 		cq.stats.nReturned++
@@ -730,7 +731,7 @@ func appendDistinct(out []any, v any, path []string) []any {
 			return appendDistinct(out, fv, path[1:])
 		}
 	case bson.A:
-		if i, err := positional(path[0]); err == nil {
+		if i, err := docstore.Positional(path[0]); err == nil {
 			if i < len(x) {
 				return appendDistinct(out, x[i], path[1:])
 			}

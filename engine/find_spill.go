@@ -6,6 +6,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mayflydb/mayfly/engine/agg"
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
 	"github.com/mayflydb/mayfly/ttl"
@@ -41,7 +42,7 @@ func (cq *compiledQuery) spillSort(mi *matchIter, mds []*matchedDoc, keys [][]an
 			break
 		}
 		if md.doc == nil {
-			if md.doc, err = md.rec.doc(); err != nil {
+			if md.doc, err = md.rec.Doc(); err != nil {
 				return nil, err
 			}
 		}
@@ -59,10 +60,10 @@ func (cq *compiledQuery) spillSort(mi *matchIter, mds []*matchedDoc, keys [][]an
 
 func spillRecord(md *matchedDoc) bson.D {
 	return bson.D{
-		{Key: "i", Value: bson.Binary{Data: md.rec.idKey}},
-		{Key: "t", Value: md.rec.ts},
-		{Key: "o", Value: md.rec.own},
-		{Key: "r", Value: bson.Binary{Data: md.rec.raw}},
+		{Key: "i", Value: bson.Binary{Data: md.rec.IDKey}},
+		{Key: "t", Value: md.rec.TS},
+		{Key: "o", Value: md.rec.Own},
+		{Key: "r", Value: bson.Binary{Data: md.rec.Raw}},
 		{Key: "p", Value: int64(md.pos)},
 	}
 }
@@ -135,13 +136,13 @@ func (cq *compiledQuery) fromSpill(d bson.D) (*matchedDoc, error) {
 	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
 		return nil, bad()
 	}
-	rec := &record{idKey: id.Data, ts: ts, own: own, raw: bson.Raw(raw.Data)}
-	doc, err := rec.doc()
+	rec := &docstore.Record{IDKey: id.Data, TS: ts, Own: own, Raw: bson.Raw(raw.Data)}
+	doc, err := rec.Doc()
 	if err != nil {
 		return nil, err
 	}
 	if cq.withTS {
-		doc = append(doc, bson.E{Key: "_ts", Value: rec.ts})
+		doc = append(doc, bson.E{Key: "_ts", Value: rec.TS})
 	}
 	return &matchedDoc{rec: rec, doc: doc, pos: int(pos)}, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/engine/keycodec"
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
@@ -314,7 +315,7 @@ func sortByID(p *plan, sortSpec bson.D) *plan {
 	if _, ok := bsonx.ToFloat(sortSpec[0].Value); !ok {
 		return p
 	}
-	p.sorted, p.reverse = true, isDescending(sortSpec[0].Value)
+	p.sorted, p.reverse = true, docstore.IsDescending(sortSpec[0].Value)
 	return p
 }
 
@@ -398,7 +399,7 @@ func planIndex(ix *index, preds map[string]*pred, sortSpec bson.D) (*plan, int) 
 		if !p.pointsUsable() || (ix.Sparse && false) {
 			break
 		}
-		desc := isDescending(f.Value)
+		desc := docstore.IsDescending(f.Value)
 		var next [][]byte
 		var b bson.A
 		for _, pre := range prefixes {
@@ -428,7 +429,7 @@ func planIndex(ix *index, preds map[string]*pred, sortSpec bson.D) (*plan, int) 
 				rp.hasHi = false
 			}
 			for _, pre := range prefixes {
-				ranges = append(ranges, rangeFor(pre, &rp, isDescending(f.Value)))
+				ranges = append(ranges, rangeFor(pre, &rp, docstore.IsDescending(f.Value)))
 			}
 			bounds = append(bounds, bson.E{Key: f.Key, Value: bson.A{boundString(&rp)}})
 			score += 5
@@ -497,7 +498,7 @@ func indexGivesSort(ix *index, sortSpec bson.D, nEq int) (ok, reverse bool) {
 		if f.Key != s.Key {
 			return false, false
 		}
-		same := isDescending(f.Value) == isDescending(s.Value)
+		same := docstore.IsDescending(f.Value) == docstore.IsDescending(s.Value)
 		if j == 0 {
 			reverse = !same
 		} else if same == reverse {
@@ -570,7 +571,7 @@ func planHint(s *collState, filter, sortSpec bson.D, hint any) (*plan, error) {
 	case bson.D:
 		if len(h) == 1 && h[0].Key == "$natural" {
 			p := &plan{kind: planCollScan}
-			p.reverse = isDescending(h[0].Value)
+			p.reverse = docstore.IsDescending(h[0].Value)
 			return p, nil
 		}
 		if len(h) == 1 && h[0].Key == "_id" {

@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/engine/query"
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
@@ -344,7 +345,7 @@ func (e *Engine) writeProfileEntry(db string, entry bson.D) {
 }
 
 // fcvIDKey is the _id key of the featureCompatibilityVersion document.
-var fcvIDKey = idKeyOf("featureCompatibilityVersion")
+var fcvIDKey = docstore.IDKeyOf("featureCompatibilityVersion")
 
 // seedSystemVersion makes admin.system.version hold the
 // featureCompatibilityVersion document, as every mongod has it (the same

@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap"
 
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/storage"
 	"github.com/mayflydb/mayfly/ttl"
 )
@@ -125,7 +126,7 @@ func (rp *reaper) Compact(ctx context.Context) (int64, error) {
 		rp.mu.Lock()
 		pend := rp.pending[id]
 		rp.mu.Unlock()
-		lo, hi := collPrefix(pfxDoc, id), prefixEnd(collPrefix(pfxDoc, id))
+		lo, hi := docstore.CollPrefix(docstore.PfxDoc, id), docstore.PrefixEnd(docstore.CollPrefix(docstore.PfxDoc, id))
 		reclaimable := int64(0)
 		if pend < rp.cfg.CompactThreshold {
 			if rb, err := rp.e.kv.ReclaimableBytes(lo, hi); err == nil {
@@ -135,15 +136,15 @@ func (rp *reaper) Compact(ctx context.Context) (int64, error) {
 		if pend < rp.cfg.CompactThreshold && reclaimable < rp.cfg.CompactThreshold {
 			continue
 		}
-		before, _ := rp.e.kv.EstimateDiskUsage(lo, prefixEnd(collPrefix(pfxExpiry, id)))
+		before, _ := rp.e.kv.EstimateDiskUsage(lo, docstore.PrefixEnd(docstore.CollPrefix(docstore.PfxExpiry, id)))
 		start := time.Now()
-		for _, kind := range []byte{pfxDoc, pfxIndex, pfxExpiry} {
-			p := collPrefix(kind, id)
-			if err := rp.e.kv.Compact(ctx, p, prefixEnd(p)); err != nil {
+		for _, kind := range []byte{docstore.PfxDoc, docstore.PfxIndex, docstore.PfxExpiry} {
+			p := docstore.CollPrefix(kind, id)
+			if err := rp.e.kv.Compact(ctx, p, docstore.PrefixEnd(p)); err != nil {
 				return total, err
 			}
 		}
-		after, _ := rp.e.kv.EstimateDiskUsage(lo, prefixEnd(collPrefix(pfxExpiry, id)))
+		after, _ := rp.e.kv.EstimateDiskUsage(lo, docstore.PrefixEnd(docstore.CollPrefix(docstore.PfxExpiry, id)))
 		rec := int64(before) - int64(after)
 		if rec < 0 {
 			rec = 0
@@ -167,12 +168,12 @@ func (s *collState) expiryRanges(nowMS int64) [][2][]byte {
 	if !m.HasTTL {
 		return nil
 	}
-	dp := expiryPrefix(m.ID, expDeadline)
-	out = append(out, [2][]byte{dp, appendInstant(append([]byte(nil), dp...), nowMS+1)})
+	dp := docstore.ExpiryPrefix(m.ID, docstore.ExpDeadline)
+	out = append(out, [2][]byte{dp, docstore.AppendInstant(append([]byte(nil), dp...), nowMS+1)})
 	if m.DefaultTTL > 0 {
-		tp := expiryPrefix(m.ID, expTS)
+		tp := docstore.ExpiryPrefix(m.ID, docstore.ExpTS)
 		cut := nowMS/1000 - m.DefaultTTL
-		out = append(out, [2][]byte{tp, appendInstant(append([]byte(nil), tp...), cut+1)})
+		out = append(out, [2][]byte{tp, docstore.AppendInstant(append([]byte(nil), tp...), cut+1)})
 	}
 	return out
 }
@@ -187,8 +188,8 @@ func (s *collState) ttlIndexRanges(nowMS int64) [][2][]byte {
 		}
 		cut := nowMS - ix.TTL*1000
 		p := &pred{hasHi: true, hi: bson.DateTime(cut), hiIncl: true}
-		r := rangeFor(nil, p, isDescending(ix.Key[0].Value))
-		pre := indexPrefix(s.meta.ID, ix.ID)
+		r := rangeFor(nil, p, docstore.IsDescending(ix.Key[0].Value))
+		pre := docstore.IndexPrefix(s.meta.ID, ix.ID)
 		out = append(out, [2][]byte{cat(pre, r.lo), cat(pre, r.hi)})
 	}
 	return out
@@ -278,7 +279,7 @@ func (c *Collection) purgeExpired(nowMS int64, max int, held bool) (int, int64, 
 	err := c.e.runTxn(nil, func(tx storage.Txn) (func(), error) {
 		n, bytes = 0, 0
 		s := c.st()
-		rd, _ := c.e.readerOf(tx)
+		rd, _ := c.e.ds.ReaderOf(tx)
 		for _, idKey := range cands {
 			rec, err := c.getRecord(rd, idKey)
 			if err != nil {
@@ -287,11 +288,11 @@ func (c *Collection) purgeExpired(nowMS int64, max int, held bool) (int, int64, 
 			if rec == nil || !ttl.Expired(s.deadline(rec), nowMS) {
 				continue // re-checked: changed meanwhile, or not expired after all
 			}
-			if err := c.deleteDoc(tx, s, rec); err != nil {
+			if err := docstore.DeleteDoc(tx, &s.ds, rec); err != nil {
 				return nil, err
 			}
 			n++
-			bytes += int64(len(rec.raw))
+			bytes += int64(len(rec.Raw))
 		}
 		return nil, nil
 	})
@@ -406,9 +407,9 @@ func (c *Collection) backlog(nowMS int64) (n int64, nbytes int64, oldest int64) 
 			if v := it.Value(); len(v) == 4 {
 				nbytes += int64(binary.BigEndian.Uint32(v))
 			}
-			inst := readInstant(k[10:18])
+			inst := docstore.ReadInstant(k[10:18])
 			dl := inst
-			if k[9] == expTS {
+			if k[9] == docstore.ExpTS {
 				dl = (inst + s.meta.DefaultTTL) * 1000
 			}
 			if dl < oldest {
@@ -435,7 +436,7 @@ func (c *Collection) backlog(nowMS int64) (n int64, nbytes int64, oldest int64) 
 			dl := s.deadline(rec)
 			if ttl.Expired(dl, nowMS) {
 				n++
-				nbytes += int64(len(rec.raw))
+				nbytes += int64(len(rec.Raw))
 				if dl < oldest {
 					oldest = dl
 				}

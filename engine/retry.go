@@ -10,6 +10,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/engine/query"
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
@@ -126,8 +127,8 @@ func (memRetryStore) Stage(storage.Txn, *Session, int64, []StmtRecord) (func(), 
 	return nil, nil
 }
 
-// kvRetryStore is the durable RetryStore. Records live in the pfxRetry key
-// range (keys.go):
+// kvRetryStore is the durable RetryStore. Records live in the
+// docstore.PfxRetry key range (engine/docstore/keys.go):
 //
 //	0x14 <lsid.id:16> <txnNumber:8> <stmtId:4>  →  BSON {t, n, m[, u][, r]}
 //
@@ -281,7 +282,7 @@ func (e *Engine) stageTxnCommit(r *Request) (func(), error) {
 
 // load reads the stored records back (Open).
 func (k *kvRetryStore) load() (int, error) {
-	it, err := k.kv.NewIter([]byte{pfxRetry}, []byte{pfxRetry + 1})
+	it, err := k.kv.NewIter([]byte{docstore.PfxRetry}, []byte{docstore.PfxRetry + 1})
 	if err != nil {
 		return 0, err
 	}
@@ -376,7 +377,7 @@ func (k *kvRetryStore) sweep(timeout time.Duration, live func(id bson.Binary) bo
 // retryKey is a retryable-write record's key.
 func retryKey(id bson.Binary, txn int64, stmt int32) []byte {
 	k := make([]byte, 0, 1+16+8+4)
-	k = append(k, pfxRetry)
+	k = append(k, docstore.PfxRetry)
 	k = append(k, id.Data...)
 	k = binary.BigEndian.AppendUint64(k, uint64(txn))
 	return binary.BigEndian.AppendUint32(k, uint32(stmt)^(1<<31))

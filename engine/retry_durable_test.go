@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/storage/pebblekv"
 	"github.com/mayflydb/mayfly/ttl"
 )
@@ -31,7 +32,7 @@ func openReplOnDir(t *testing.T, dir string, clk ttl.Clock) (*Engine, func()) {
 // retryRecordKeys counts the stored retryable-write records.
 func retryRecordKeys(t *testing.T, e *Engine) int {
 	t.Helper()
-	it, err := e.kv.NewIter([]byte{pfxRetry}, []byte{pfxRetry + 1})
+	it, err := e.kv.NewIter([]byte{docstore.PfxRetry}, []byte{docstore.PfxRetry + 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -192,7 +192,7 @@ func (e *Engine) enterTxn(r *Request, c *Command) (func(body bson.D, err error),
 			release()
 			return nil, err
 		}
-		tx.multi = true
+		tx.Multi = true
 		s.number, s.phase, s.tx, s.onCommit, s.cursors = number, txnActive, tx, nil, nil
 		s.expires = now.Add(e.txns.lifetimeLimit())
 		e.txns.started.Add(1)

@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
 	"github.com/mayflydb/mayfly/storage"
 )
@@ -19,9 +20,11 @@ import (
 // the other's result: no lost update, without any per-document lock.
 // Decisions that depend on keys a transaction does not write are protected
 // by locking those keys (Txn.LockKeys): the unique-index guard of a claimed
-// value (checkUnique), and the collection's upsert guard (an upsert that
-// found nothing inserts under it, so two upserts of one missing document
-// serialize).
+// value (docstore's checkUnique), and the collection's upsert guard (an
+// upsert that found nothing inserts under it, so two upserts of one
+// missing document serialize). The staging of a document write itself
+// (its index and expiry entries, the unique checks) is the document
+// store's (engine/docstore); this file runs and retries the transactions.
 //
 // As in mongod, single-document writes never surface a write conflict to
 // clients: runTxn retries them, with a short randomised backoff, until they
@@ -114,18 +117,13 @@ func (e *Engine) runTxn(r *Request, fn func(tx storage.Txn) (onCommit func(), er
 	}
 }
 
-// docTxn is a storage transaction of document writes with the _id and
-// unique-index values its writes took: a holder of one of them that a
-// transaction finds live may be its own uncommitted write, which is a
-// duplicate (E11000), not a holder that let go since the snapshot (a
-// conflict, retried). Engine writes always run in one.
+// docTxn is the engine's storage transaction of document writes: the
+// document store's Txn (the _id and unique-index values its writes took,
+// docstore/txn.go) and, for a multi-document transaction, the documents it
+// wrote, which commit restamps with the commit's time (_ts, spec §1: the
+// last modification is the commit).
 type docTxn struct {
-	storage.Txn
-	claimed map[string]string // claim → the encoded _id that took it
-	// multi marks a multi-document transaction's storage transaction:
-	// staged lists the documents it wrote, which commit restamps with the
-	// commit's time (_ts, spec §1: the last modification is the commit).
-	multi  bool
+	*docstore.Txn
 	staged []stagedDoc
 }
 
@@ -137,7 +135,7 @@ type stagedDoc struct {
 
 // noteStaged records a document a multi-document transaction wrote.
 func noteStaged(tx storage.Txn, c *Collection, idKey []byte, ts int64) {
-	if dt, ok := tx.(*docTxn); ok && dt.multi {
+	if dt, ok := tx.(*docTxn); ok && dt.Multi {
 		dt.staged = append(dt.staged, stagedDoc{c: c, idKey: idKey, ts: ts})
 	}
 }
@@ -150,7 +148,7 @@ func (dt *docTxn) restamp(ts int64) error {
 	done := map[string]bool{}
 	for i := len(dt.staged) - 1; i >= 0; i-- {
 		sd := dt.staged[i]
-		k := string(docKey(sd.c.Meta().ID, sd.idKey))
+		k := string(docstore.DocKey(sd.c.Meta().ID, sd.idKey))
 		if done[k] || sd.ts == ts {
 			done[k] = true
 			continue
@@ -164,17 +162,17 @@ func (dt *docTxn) restamp(ts int64) error {
 		if err != nil {
 			return err
 		}
-		if rec == nil || rec.ts == ts {
+		if rec == nil || rec.TS == ts {
 			continue // deleted later in the transaction, or already stamped
 		}
-		doc, err := rec.doc()
+		doc, err := rec.Doc()
 		if err != nil {
 			return err
 		}
-		saved := dt.multi
-		dt.multi = false // the rewrite is not a new staged write
-		_, err = sd.c.writeDoc(dt, s, rec, doc, ts, rec.raw)
-		dt.multi = saved
+		saved := dt.Multi
+		dt.Multi = false // the rewrite is not a new staged write
+		_, err = sd.c.writeDoc(dt, s, rec, doc, ts, rec.Raw)
+		dt.Multi = saved
 		if err != nil {
 			return err
 		}
@@ -183,59 +181,12 @@ func (dt *docTxn) restamp(ts int64) error {
 }
 
 func (e *Engine) beginDocTxn() (*docTxn, error) {
-	tx, err := e.kv.Begin()
+	tx, err := e.ds.Begin()
 	if err != nil {
 		return nil, err
 	}
 	return &docTxn{Txn: tx}, nil
 }
-
-// claim records that tx's write of the document idKey took k (an idClaim
-// or an index prefix and value).
-func claim(tx storage.Txn, k string, idKey []byte) {
-	if dt, ok := tx.(*docTxn); ok {
-		if dt.claimed == nil {
-			dt.claimed = map[string]string{}
-		}
-		dt.claimed[k] = string(idKey)
-	}
-}
-
-// claimed reports whether tx's writes took k.
-func claimed(tx storage.Txn, k string) bool {
-	_, ok := claimedBy(tx, k)
-	return ok
-}
-
-// claimedBy returns the encoded _id of the document whose write in tx
-// took k.
-func claimedBy(tx storage.Txn, k string) (string, bool) {
-	if dt, ok := tx.(*docTxn); ok {
-		id, in := dt.claimed[k]
-		return id, in
-	}
-	return "", false
-}
-
-// readerOf is where a write in tx reads the documents and index entries
-// its decision rests on. A single-document write (every write outside a
-// multi-document transaction) reads the latest committed state: it writes
-// the key of every document it read (and locks every unique value it
-// probed), so any commit that changed them after it began makes it
-// conflict and run again, and reading the newest state spares it a
-// snapshot and the overlay of its own writes (an insert's earlier
-// documents are found by their claims). A multi-document transaction reads
-// its snapshot and its own writes (latest false).
-func (e *Engine) readerOf(tx storage.Txn) (rd storage.Reader, latest bool) {
-	if dt, ok := tx.(*docTxn); ok && !dt.multi {
-		return e.kv, true
-	}
-	return tx, false
-}
-
-// idClaim is the claim key of an encoded _id (index claims start with the
-// index prefix byte, never 0).
-func idClaim(idKey []byte) string { return "\x00" + string(idKey) }
 
 // errWriteConflictInTxn is mongod's answer to a conflict inside a
 // multi-document transaction: WriteConflict with the TransientTransactionError

@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mayflydb/mayfly/internal/bsonx"
+	"github.com/mayflydb/mayfly/storage"
 	"github.com/mayflydb/mayfly/storage/pebblekv"
 	"github.com/mayflydb/mayfly/ttl"
 )
@@ -92,5 +93,25 @@ func TestWritersOfDifferentDocumentsRunInParallel(t *testing.T) {
 	}
 	if _, ok := bsonx.Get(res, "writeErrors"); !ok {
 		t.Fatalf("duplicate unique value accepted: %v", res)
+	}
+}
+
+// TestDocTxnIsTheStoresTxn: the engine's docTxn embeds the document
+// store's Txn, and the store finds it through the embedding: a
+// single-document write reads the latest committed state, a
+// multi-document transaction its snapshot (docstore.Store.ReaderOf).
+func TestDocTxnIsTheStoresTxn(t *testing.T) {
+	e := openTxnTestEngine(t)
+	tx, err := e.beginDocTxn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if rd, latest := e.ds.ReaderOf(tx); !latest || rd != storage.Reader(e.kv) {
+		t.Fatalf("single-document write: latest %v, want the store", latest)
+	}
+	tx.Multi = true
+	if rd, latest := e.ds.ReaderOf(tx); latest || rd != storage.Reader(tx) {
+		t.Fatalf("multi-document transaction: latest %v, want its snapshot", latest)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mayflydb/mayfly/engine/docstore"
 	"github.com/mayflydb/mayfly/internal/bsonx"
 	"github.com/mayflydb/mayfly/internal/mongoerr"
 	"github.com/mayflydb/mayfly/storage"
@@ -105,7 +106,7 @@ func (e *Engine) nowTS() int64 { return e.nowMS() / 1000 }
 // stageDoc stages one document change (newDoc in place of old, read
 // through tx) with the _ts it gets, and returns what to account once the
 // transaction commits.
-func (c *Collection) stageDoc(tx storage.Txn, s *collState, old *record, newDoc bson.D, ts int64) (func(), error) {
+func (c *Collection) stageDoc(tx storage.Txn, s *collState, old *docstore.Record, newDoc bson.D, ts int64) (func(), error) {
 	size, err := c.writeDoc(tx, s, old, newDoc, ts, nil)
 	if err != nil {
 		return nil, err
@@ -115,7 +116,7 @@ func (c *Collection) stageDoc(tx storage.Txn, s *collState, old *record, newDoc 
 			c.nDocs.Add(1)
 			c.size.Add(int64(size))
 		} else {
-			c.size.Add(int64(size - len(old.raw)))
+			c.size.Add(int64(size - len(old.Raw)))
 		}
 	}, nil
 }
@@ -126,7 +127,7 @@ func (c *Collection) stageDoc(tx storage.Txn, s *collState, old *record, newDoc 
 // withDoc instead.
 func (c *Collection) replaceByID(r *Request, idKey []byte, newDoc bson.D) error {
 	return c.writeTxn(r, idKey, func(tx storage.Txn, s *collState) (func(), error) {
-		rd, _ := c.e.readerOf(tx)
+		rd, _ := c.e.ds.ReaderOf(tx)
 		old, err := c.getRecord(rd, idKey)
 		if err != nil {
 			return nil, err
@@ -146,9 +147,9 @@ func (c *Collection) insertOne(r *Request, d bson.D) error {
 	if err != nil {
 		return err
 	}
-	idKey := idKeyOf(d[0].Value)
+	idKey := docstore.IDKeyOf(d[0].Value)
 	return c.writeTxn(r, idKey, func(tx storage.Txn, s *collState) (func(), error) {
-		old, err := c.idFree(tx, s, idKey, d)
+		old, err := c.e.ds.IDFree(tx, &s.ds, idKey, d)
 		if err != nil {
 			return nil, err
 		}
@@ -186,34 +187,21 @@ func (c *Collection) writeTxn(r *Request, idKey []byte, fn func(tx storage.Txn, 
 	})
 }
 
-// idFree reads the stored holder of idKey through tx and refuses it when
-// it is live (E11000 on _id_). It returns the holder otherwise (nil, or an
-// expired document the new one replaces). A holder live in the snapshot but
-// gone since is a conflict: the retry sees the current state.
-func (c *Collection) idFree(tx storage.Txn, s *collState, idKey []byte, d bson.D) (*record, error) {
-	rd, latest := c.e.readerOf(tx)
-	if latest {
-		if _, ok := claimedBy(tx, idClaim(idKey)); ok {
-			return nil, dupKeyError(s.meta, nil, d) // an earlier document of this insert
-		}
+// writeDoc stages newDoc in place of old into tx through the document
+// store (docstore.Store.WriteDoc: the document, its index and expiry
+// entries, the unique checks), marks an index that became multikey in the
+// collection's metadata, and notes the write for a multi-document
+// transaction's restamp.
+func (c *Collection) writeDoc(tx storage.Txn, s *collState, old *docstore.Record, newDoc bson.D, ts int64, body []byte) (int, error) {
+	w, err := c.e.ds.WriteDoc(tx, &s.ds, old, newDoc, ts, body)
+	if w.Multikey {
+		c.markMultikey(s, newDoc)
 	}
-	old, err := c.getRecord(rd, idKey)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	now := c.e.nowMS()
-	if old != nil && s.visible(old, now) {
-		if latest || claimed(tx, idClaim(idKey)) {
-			return nil, dupKeyError(s.meta, nil, d) // live now, or written by this transaction
-		}
-		if stale, err := c.heldSince(s, nil, idKey, now); err != nil {
-			return nil, err
-		} else if stale {
-			return nil, storage.ErrConflict
-		}
-		return nil, dupKeyError(s.meta, nil, d)
-	}
-	return old, nil
+	noteStaged(tx, c, w.IDKey, ts)
+	return w.Size, nil
 }
 
 // withDoc reads a matched document in a storage transaction, checks it is
@@ -222,7 +210,7 @@ func (c *Collection) idFree(tx storage.Txn, s *collState, idKey []byte, d bson.D
 // snapshot when a concurrent write of the document conflicts. found is
 // false when the document changed away meanwhile (the caller moves on or
 // retries). With held the caller already holds the collection's lock.
-func (c *Collection) withDoc(r *Request, cq *compiledQuery, idKey []byte, held bool, fn func(tx storage.Txn, s *collState, rec *record, doc bson.D, pos int) (func(), error)) (found bool, err error) {
+func (c *Collection) withDoc(r *Request, cq *compiledQuery, idKey []byte, held bool, fn func(tx storage.Txn, s *collState, rec *docstore.Record, doc bson.D, pos int) (func(), error)) (found bool, err error) {
 	if !held {
 		c.mu.RLock()
 		defer c.mu.RUnlock()
@@ -236,18 +224,18 @@ func (c *Collection) withDoc(r *Request, cq *compiledQuery, idKey []byte, held b
 			return nil, nil
 		}
 		s := c.st()
-		rd, _ := c.e.readerOf(tx)
+		rd, _ := c.e.ds.ReaderOf(tx)
 		rec, err := c.getRecord(rd, idKey)
 		if err != nil || rec == nil || !s.visible(rec, c.e.nowMS()) {
 			return nil, err
 		}
-		doc, err := rec.doc()
+		doc, err := rec.Doc()
 		if err != nil {
 			return nil, err
 		}
 		mdoc := doc
 		if cq.withTS {
-			mdoc = append(bsonx.CloneD(doc), bson.E{Key: "_ts", Value: rec.ts})
+			mdoc = append(bsonx.CloneD(doc), bson.E{Key: "_ts", Value: rec.TS})
 		}
 		pos := -1
 		if cq.m != nil {
@@ -274,7 +262,7 @@ func (cq *compiledQuery) matchedIDs(r *Request, limit int) ([][]byte, error) {
 		}
 		var out [][]byte
 		for _, md := range src {
-			out = append(out, md.rec.idKey)
+			out = append(out, md.rec.IDKey)
 			if limit > 0 && len(out) >= limit {
 				break
 			}
@@ -298,7 +286,7 @@ func (cq *compiledQuery) matchedIDs(r *Request, limit int) ([][]byte, error) {
 		if md == nil {
 			return out, nil
 		}
-		out = append(out, md.rec.idKey)
+		out = append(out, md.rec.IDKey)
 		if limit > 0 && len(out) >= limit {
 			return out, nil
 		}
@@ -320,17 +308,17 @@ func (cq *compiledQuery) sortedRecords() ([]*matchedDoc, error) {
 }
 
 // stageDelete stages the removal of a document found by withDoc.
-func (c *Collection) stageDelete(tx storage.Txn, s *collState, rec *record) (func(), error) {
-	if s.meta.DB == "admin" && s.meta.Name == "system.version" && bytes.Equal(rec.idKey, fcvIDKey) {
+func (c *Collection) stageDelete(tx storage.Txn, s *collState, rec *docstore.Record) (func(), error) {
+	if s.meta.DB == "admin" && s.meta.Name == "system.version" && bytes.Equal(rec.IDKey, fcvIDKey) {
 		// OpObserverImpl::onDelete keeps the featureCompatibilityVersion document.
 		return nil, mongoerr.New(40670, "removing FeatureCompatibilityVersion document is not allowed")
 	}
-	if err := c.deleteDoc(tx, s, rec); err != nil {
+	if err := docstore.DeleteDoc(tx, &s.ds, rec); err != nil {
 		return nil, err
 	}
 	return func() {
 		c.nDocs.Add(-1)
-		c.size.Add(-int64(len(rec.raw)))
+		c.size.Add(-int64(len(rec.Raw)))
 	}, nil
 }
 
@@ -341,8 +329,8 @@ func (c *Collection) stageDelete(tx storage.Txn, s *collState, rec *record) (fun
 func (c *Collection) ensureStats() {
 	c.statsOnce.Do(func() {
 		m := c.Meta()
-		p := collPrefix(pfxDoc, m.ID)
-		it, err := c.e.kv.NewIter(p, prefixEnd(p))
+		p := docstore.CollPrefix(docstore.PfxDoc, m.ID)
+		it, err := c.e.kv.NewIter(p, docstore.PrefixEnd(p))
 		if err != nil {
 			return
 		}
@@ -350,7 +338,7 @@ func (c *Collection) ensureStats() {
 		var n, sz int64
 		for ok := it.First(); ok; ok = it.Next() {
 			n++
-			sz += int64(len(it.Value()) - headerLen)
+			sz += int64(len(it.Value()) - docstore.HeaderLen)
 		}
 		c.nDocs.Store(n)
 		c.size.Store(sz)
@@ -451,8 +439,8 @@ func (c *Collection) insertStaged(tx storage.Txn, s *collState, d bson.D, raws [
 	if raws != nil && raws[j] != nil && len(nd) == len(d) && d[0].Key == "_id" {
 		body = raws[j]
 	}
-	idKey := idKeyOf(nd[0].Value)
-	old, err := c.idFree(tx, s, idKey, nd)
+	idKey := docstore.IDKeyOf(nd[0].Value)
+	old, err := c.e.ds.IDFree(tx, &s.ds, idKey, nd)
 	if err != nil {
 		return err
 	}
@@ -462,7 +450,7 @@ func (c *Collection) insertStaged(tx storage.Txn, s *collState, d bson.D, raws [
 	}
 	replaced := 0
 	if old != nil {
-		replaced = len(old.raw)
+		replaced = len(old.Raw)
 	} else {
 		*added++
 	}

@@ -1,4 +1,4 @@
-package engine
+package docstore
 
 import "bytes"
 
@@ -8,7 +8,7 @@ const diffKeysLinearMax = 16
 
 // diffKeys returns the index keys an update deletes (old keys absent from
 // the new version) and adds (new keys absent from the old one), each in the
-// order of its input. Both inputs are duplicate-free (indexKeys dedups).
+// order of its input. Both inputs are duplicate-free (IndexKeys dedups).
 // When the old version was not live (expired), all its keys are deleted and
 // all new keys added. It runs in linear time (a hash set of the other side)
 // where the old linear search was quadratic in the number of keys of a

@@ -1,4 +1,4 @@
-package engine
+package docstore
 
 import (
 	"bytes"
@@ -55,12 +55,12 @@ func sameKeyList(a, b [][]byte) bool {
 // duplicates.
 func TestIssue21DiffKeysMatchesNaive(t *testing.T) {
 	rng := rand.New(rand.NewSource(21))
-	indexes := []*index{
-		{indexMeta: indexMeta{Key: bson.D{{Key: "a", Value: 1}}}},
-		{indexMeta: indexMeta{Key: bson.D{{Key: "a", Value: -1}}}},
-		{indexMeta: indexMeta{Key: bson.D{{Key: "a", Value: 1}, {Key: "b", Value: -1}}}},
-		{indexMeta: indexMeta{Key: bson.D{{Key: "b", Value: 1}, {Key: "a", Value: 1}}}},
-		{indexMeta: indexMeta{Key: bson.D{{Key: "a.x", Value: 1}, {Key: "b", Value: 1}}}},
+	indexes := []*Index{
+		{Key: bson.D{{Key: "a", Value: 1}}},
+		{Key: bson.D{{Key: "a", Value: -1}}},
+		{Key: bson.D{{Key: "a", Value: 1}, {Key: "b", Value: -1}}},
+		{Key: bson.D{{Key: "b", Value: 1}, {Key: "a", Value: 1}}},
+		{Key: bson.D{{Key: "a.x", Value: 1}, {Key: "b", Value: 1}}},
 	}
 	randVal := func() any {
 		switch rng.Intn(6) {
@@ -132,8 +132,8 @@ func TestIssue21DiffKeysMatchesNaive(t *testing.T) {
 			newDoc = randDoc()
 		}
 		for _, ix := range indexes {
-			oldKeys, _, err1 := indexKeys(ix, oldDoc)
-			newKeys, _, err2 := indexKeys(ix, newDoc)
+			oldKeys, _, err1 := IndexKeys(ix, oldDoc)
+			newKeys, _, err2 := IndexKeys(ix, newDoc)
 			if err1 != nil || err2 != nil {
 				continue // parallel arrays
 			}
