@@ -136,6 +136,14 @@ func TestIssue13TxnRefusals(t *testing.T) {
 	defer sess.EndSession(e.ctx)
 	ctx := mongo.NewSessionContext(e.ctx, sess)
 
+	// commitTransaction / abortTransaction outside a transaction: 125, as
+	// mongod's CmdCommitTxn.
+	for _, cmd := range []string{"commitTransaction", "abortTransaction"} {
+		code, name, _ := errCode(e.cli.Database("admin").RunCommand(e.ctx, bson.D{{Key: cmd, Value: 1}}).Err())
+		eq(t, cmd+" outside a transaction", code, int32(125))
+		eq(t, cmd+" codeName", name, "CommandFailed")
+	}
+
 	noErr(t, sess.StartTransaction(), "start")
 	err = e.db.RunCommand(ctx, bson.D{{Key: "count", Value: "c"}}).Err()
 	code, name, _ := errCode(err)

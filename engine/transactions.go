@@ -131,7 +131,7 @@ func (e *Engine) enterTxn(r *Request, c *Command) (func(body bson.D, err error),
 			return nil, mongoerr.New(mongoerr.InvalidOptions, "txnNumber may only be provided for multi-document transactions and retryable write commands. autocommit:false was not provided, and startTransaction was provided")
 		}
 		if (c.Name == "commitTransaction" || c.Name == "abortTransaction") && !hasTN {
-			return nil, mongoerr.New(mongoerr.InvalidOptions, "%s must be run within a transaction", c.Name)
+			return nil, mongoerr.New(mongoerr.CommandFailed, "%s must be run within a transaction", c.Name)
 		}
 		return nil, nil // not a transaction (a retryable write, or no session at all)
 	}
@@ -376,7 +376,7 @@ func init() {
 func cmdCommitTransaction(e *Engine, r *Request) (bson.D, error) {
 	s := r.sessTxn
 	if s == nil {
-		return nil, mongoerr.New(mongoerr.InvalidOptions, "commitTransaction must be run within a transaction")
+		return nil, mongoerr.New(mongoerr.CommandFailed, "commitTransaction must be run within a transaction")
 	}
 	if err := e.commitTxn(r, s); err != nil {
 		return nil, err
@@ -387,7 +387,7 @@ func cmdCommitTransaction(e *Engine, r *Request) (bson.D, error) {
 func cmdAbortTransaction(e *Engine, r *Request) (bson.D, error) {
 	s := r.sessTxn
 	if s == nil {
-		return nil, mongoerr.New(mongoerr.InvalidOptions, "abortTransaction must be run within a transaction")
+		return nil, mongoerr.New(mongoerr.CommandFailed, "abortTransaction must be run within a transaction")
 	}
 	e.abortTxn(s, "abortTransaction")
 	return bson.D{}, nil
