@@ -151,6 +151,15 @@ func TestIssue13TxnRefusals(t *testing.T) {
 	eq(t, "codeName", name, "OperationNotSupportedInTransaction")
 	_ = sess.AbortTransaction(e.ctx)
 
+	// Namespaces a transaction cannot touch.
+	for _, db := range []string{"local", "config"} {
+		noErr(t, sess.StartTransaction(), "start")
+		_, err = e.cli.Database(db).Collection("x").InsertOne(ctx, bson.D{{Key: "_id", Value: 1}})
+		code, _, _ = errCode(err)
+		eq(t, "insert into "+db+" in a transaction", code, int32(263))
+		_ = sess.AbortTransaction(e.ctx)
+	}
+
 	noErr(t, sess.StartTransaction(), "start")
 	_, err = e.coll("c").Aggregate(ctx, bson.A{bson.D{{Key: "$out", Value: "o"}}})
 	code, _, _ = errCode(err)

@@ -253,8 +253,24 @@ func (e *Engine) enterTxn(r *Request, c *Command) (func(body bson.D, err error),
 // outside mongod's allow-list, refused aggregation stages, a write concern
 // on a statement, a read concern after the first statement.
 func checkTxnStatement(r *Request, c *Command, start bool) error {
+	if c.Name == "count" {
+		return mongoerr.New(mongoerr.OperationNotSupportedInTransaction, "Cannot run 'count' in a multi-document transaction. Please see http://dochub.mongodb.org/core/transaction-count for a recommended alternative.")
+	}
 	if !txnAllowed[c.Name] {
 		return mongoerr.New(mongoerr.OperationNotSupportedInTransaction, "Cannot run '%s' in a multi-document transaction.", r.Name)
+	}
+	// The namespaces a transaction cannot touch (mongod's
+	// CommandHelpers::canUseTransactions).
+	if c.Name != "commitTransaction" && c.Name != "abortTransaction" {
+		coll := r.Target()
+		switch {
+		case r.DB == "local":
+			return mongoerr.New(mongoerr.OperationNotSupportedInTransaction, "Cannot run command against the 'local' database in a transaction.")
+		case coll == "system.profile" || coll == "system.views":
+			return mongoerr.New(mongoerr.OperationNotSupportedInTransaction, "Cannot run command against the '%s.%s' collection in a transaction.", r.DB, coll)
+		case r.DB == "config":
+			return mongoerr.New(mongoerr.OperationNotSupportedInTransaction, "Cannot run command against the config database in a transaction.")
+		}
 	}
 	if c.Name == "aggregate" {
 		if p, ok := bsonx.Get(r.Cmd, "pipeline"); ok {
