@@ -1,9 +1,15 @@
 package engine
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mayflydb/mayfly/engine/docstore"
+	"github.com/mayflydb/mayfly/internal/mongoerr"
+	"github.com/mayflydb/mayfly/ttl"
 )
 
 func TestUpdateDescription(t *testing.T) {
@@ -77,4 +83,65 @@ func TestChangeHistoryVisibility(t *testing.T) {
 	if tsBefore(bson.Timestamp{T: 5, I: 0}) != (bson.Timestamp{T: 4, I: 1<<32 - 1}) {
 		t.Fatal("tsBefore across a second")
 	}
+}
+
+// changeKeys counts the stored change history records.
+func changeKeys(t *testing.T, e *Engine) int {
+	t.Helper()
+	it, err := e.kv.NewIter([]byte{docstore.PfxChange}, []byte{docstore.PfxChange + 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	return n
+}
+
+// TestChangeHistoryDurableAndTrimmed: the history is written with the
+// changes, survives a restart (a stream resumes from a token taken before
+// it), and the retention trim removes what is older than its bound, after
+// which resuming there answers ChangeStreamHistoryLost.
+func TestChangeHistoryDurableAndTrimmed(t *testing.T) {
+	dir := t.TempDir()
+	clk := ttl.NewFakeClock(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC))
+	e, stop := openReplOnDir(t, dir, clk)
+	stream := func(e *Engine, spec bson.D) bson.Raw {
+		r := srvTestOK(t, e, "db", bson.D{{Key: "aggregate", Value: "c"},
+			{Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: spec}}}}, {Key: "cursor", Value: bson.D{}}})
+		return r.Lookup("cursor").Document()
+	}
+	token := stream(e, bson.D{}).Lookup("postBatchResumeToken").Document()
+	before := changeKeys(t, e) // the startup's own writes (the FCV document)
+	srvTestOK(t, e, "db", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 2}}}}})
+	srvTestOK(t, e, "db", bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "limit", Value: 1}}}}})
+	if n := changeKeys(t, e); n != before+3 {
+		t.Fatalf("history records = %d, want %d", n, before+3)
+	}
+	stop()
+	e, stop = openReplOnDir(t, dir, clk)
+	defer stop()
+	batch, _ := stream(e, bson.D{{Key: "resumeAfter", Value: token}}).Lookup("firstBatch").Array().Values()
+	var ops []string
+	for _, v := range batch {
+		ops = append(ops, v.Document().Lookup("operationType").StringValue())
+	}
+	if fmt.Sprint(ops) != "[insert insert delete]" {
+		t.Fatalf("events after a restart: %v", ops)
+	}
+	clk.Advance(23 * time.Hour)
+	e.trimChanges()
+	if n := changeKeys(t, e); n != before+3 {
+		t.Fatalf("history records within the retention = %d, want %d", n, before+3)
+	}
+	clk.Advance(2 * time.Hour)
+	e.trimChanges()
+	if n := changeKeys(t, e); n != 0 {
+		t.Fatalf("history records after the retention = %d, want 0", n)
+	}
+	srvTestErr(t, e, "db", bson.D{{Key: "aggregate", Value: "c"},
+		{Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{{Key: "resumeAfter", Value: token}}}}}}, {Key: "cursor", Value: bson.D{}}},
+		mongoerr.ChangeStreamHistoryLost, "may no longer be in the oplog")
 }
