@@ -145,3 +145,30 @@ func TestChangeHistoryDurableAndTrimmed(t *testing.T) {
 		{Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: bson.D{{Key: "resumeAfter", Value: token}}}}}}, {Key: "cursor", Value: bson.D{}}},
 		mongoerr.ChangeStreamHistoryLost, "may no longer be in the oplog")
 }
+
+// TestChangeStreamPrivileges: a collection stream needs changeStream and
+// find on the collection, a database stream on the database, a
+// whole-deployment stream on every normal resource (mongod's
+// anyNormalResource), so read access to admin alone does not open it.
+func TestChangeStreamPrivileges(t *testing.T) {
+	agg := func(db string, target any, spec bson.D) *Request {
+		return &Request{DB: db, Name: "aggregate", Cmd: bson.D{{Key: "aggregate", Value: target},
+			{Key: "pipeline", Value: bson.A{bson.D{{Key: "$changeStream", Value: spec}}}}, {Key: "cursor", Value: bson.D{}}}}
+	}
+	for _, tc := range []struct {
+		r    *Request
+		want resource
+	}{
+		{agg("app", "c", bson.D{}), nsRes("app", "c")},
+		{agg("app", int32(1), bson.D{}), nsRes("app", "")},
+		{agg("admin", int32(1), bson.D{{Key: "allChangesForCluster", Value: true}}), anyNormalRes()},
+	} {
+		ps, err := needAggregate(nil, tc.r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ps) != 1 || fmt.Sprint(ps[0]) != fmt.Sprint(priv(tc.want, "changeStream", "find")) {
+			t.Fatalf("%v: privileges %v, want changeStream and find on %v", tc.r.Cmd, ps, tc.want)
+		}
+	}
+}
