@@ -338,3 +338,67 @@ func TestIssue14StreamStandalone(t *testing.T) {
 	_, err := s.coll("c").Watch(s.ctx, mongo.Pipeline{})
 	wantCode(t, err, 40573, "Location40573")
 }
+
+// The driver's automatic resume (here after its cursor was killed, a
+// resumable error) continues from the last token: nothing lost, nothing
+// twice.
+func TestIssue14StreamDriverResume(t *testing.T) {
+	e := newReplEnv(t)
+	c := e.coll("dr")
+	cs, err := c.Watch(e.ctx, mongo.Pipeline{}, options.ChangeStream().SetMaxAwaitTime(50*time.Millisecond))
+	noErr(t, err, "watch")
+	defer cs.Close(e.ctx)
+	_, err = c.InsertOne(e.ctx, bson.D{{Key: "_id", Value: 1}})
+	noErr(t, err, "insert")
+	eq(t, "first", evInt(t, nextEvent(t, cs), "documentKey", "_id"), int64(1))
+	e.run(bson.D{{Key: "killCursors", Value: "dr"}, {Key: "cursors", Value: bson.A{cs.ID()}}})
+	for i := 2; i <= 3; i++ {
+		_, err = c.InsertOne(e.ctx, bson.D{{Key: "_id", Value: i}})
+		noErr(t, err, "insert")
+	}
+	eq(t, "after the resume", evInt(t, nextEvent(t, cs), "documentKey", "_id"), int64(2))
+	eq(t, "after the resume", evInt(t, nextEvent(t, cs), "documentKey", "_id"), int64(3))
+	noEvent(t, cs, "after the resumed events")
+}
+
+// Concurrent writers: every committed change reaches the stream once, in
+// cluster-time order, however the commits interleave.
+func TestIssue14StreamConcurrentWriters(t *testing.T) {
+	e := newReplEnv(t)
+	c := e.coll("cw")
+	cs, err := c.Watch(e.ctx, mongo.Pipeline{}, options.ChangeStream().SetMaxAwaitTime(100*time.Millisecond))
+	noErr(t, err, "watch")
+	defer cs.Close(e.ctx)
+	const writers, each = 8, 40
+	errs := make(chan error, writers)
+	for w := range writers {
+		go func() {
+			for i := range each {
+				if _, err := c.InsertOne(context.Background(), bson.D{{Key: "_id", Value: w*1000 + i}}); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	seen := map[int64]bool{}
+	last := ""
+	for range writers * each {
+		ev := nextEvent(t, cs)
+		id := evInt(t, ev, "documentKey", "_id")
+		if seen[id] {
+			t.Fatalf("event for %d twice", id)
+		}
+		seen[id] = true
+		tok := evStr(t, ev, "_id", "_data")
+		if tok <= last {
+			t.Fatalf("token %s after %s: out of order", tok, last)
+		}
+		last = tok
+	}
+	for range writers {
+		noErr(t, <-errs, "insert")
+	}
+	noEvent(t, cs, "after every write")
+}
