@@ -402,3 +402,68 @@ func TestIssue14StreamConcurrentWriters(t *testing.T) {
 	}
 	noEvent(t, cs, "after every write")
 }
+
+// Dropping a collection: its stream reports the drop, then invalidate, and
+// closes; startAfter the invalidate token opens a new stream on the
+// recreated collection, resumeAfter it is refused (260). A database
+// stream sees the drops and dropDatabase, then invalidate; the cluster's
+// stream sees them and goes on.
+func TestIssue14StreamDropInvalidate(t *testing.T) {
+	e := newReplEnv(t)
+	c := e.coll("d")
+	cs, err := c.Watch(e.ctx, mongo.Pipeline{})
+	noErr(t, err, "watch the collection")
+	defer cs.Close(e.ctx)
+	dbs, err := e.db.Watch(e.ctx, mongo.Pipeline{})
+	noErr(t, err, "watch the database")
+	defer dbs.Close(e.ctx)
+	all, err := e.cli.Watch(e.ctx, mongo.Pipeline{}, options.ChangeStream().SetMaxAwaitTime(50*time.Millisecond))
+	noErr(t, err, "watch the cluster")
+	defer all.Close(e.ctx)
+	_, err = c.InsertOne(e.ctx, bson.D{{Key: "_id", Value: 1}})
+	noErr(t, err, "insert")
+	noErr(t, c.Drop(e.ctx), "drop")
+
+	eq(t, "collection stream", evStr(t, nextEvent(t, cs), "operationType"), "insert")
+	drop := nextEvent(t, cs)
+	eq(t, "collection stream", evStr(t, drop, "operationType"), "drop")
+	eq(t, "drop ns", evStr(t, drop, "ns", "coll"), "d")
+	inval := nextEvent(t, cs)
+	eq(t, "collection stream", evStr(t, inval, "operationType"), "invalidate")
+	ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
+	defer cancel()
+	if cs.Next(ctx) {
+		t.Fatalf("event after invalidate: %v", cs.Current)
+	}
+	eq(t, "stream closed", cs.ID(), int64(0))
+
+	_, err = c.InsertOne(e.ctx, bson.D{{Key: "_id", Value: 2}})
+	noErr(t, err, "insert into the recreated collection")
+	tok := inval.Lookup("_id").Document()
+	_, err = c.Watch(e.ctx, mongo.Pipeline{}, options.ChangeStream().SetResumeAfter(tok))
+	wantCode(t, err, 260, "InvalidResumeToken")
+	sa, err := c.Watch(e.ctx, mongo.Pipeline{}, options.ChangeStream().SetStartAfter(tok))
+	noErr(t, err, "startAfter the invalidate")
+	defer sa.Close(e.ctx)
+	eq(t, "after startAfter", evInt(t, nextEvent(t, sa), "documentKey", "_id"), int64(2))
+
+	_, err = e.db.Collection("other").InsertOne(e.ctx, bson.D{{Key: "_id", Value: 3}})
+	noErr(t, err, "insert")
+	noErr(t, e.db.Drop(e.ctx), "dropDatabase")
+	var ops []string
+	for {
+		ev := nextEvent(t, dbs)
+		op := evStr(t, ev, "operationType")
+		ops = append(ops, op)
+		if op == "invalidate" || len(ops) > 10 {
+			break
+		}
+	}
+	eq(t, "database stream", fmt.Sprint(ops), "[insert drop insert insert drop drop dropDatabase invalidate]")
+	var cops []string
+	for range 7 {
+		cops = append(cops, evStr(t, nextEvent(t, all), "operationType"))
+	}
+	eq(t, "cluster stream", fmt.Sprint(cops), "[insert drop insert insert drop drop dropDatabase]")
+	noEvent(t, all, "cluster stream after dropDatabase")
+}

@@ -201,6 +201,27 @@ func (e *Engine) stageChanges(tx storage.Txn, lsid *bson.Binary, txnNumber int64
 	return done, nil
 }
 
+// stageDDLChange records a drop ("drop" of db.coll) or a database's drop
+// ("dropDatabase" of db) in the batch that applies it; the returned
+// function must run after the commit attempt. Standalone: nothing.
+func (e *Engine) stageDDLChange(b interface{ Set(k, v []byte) error }, op, db, coll string) (func(), error) {
+	if e.hist == nil {
+		return nil, nil
+	}
+	ts := e.hist.begin(e.opTime)
+	done := func() { e.hist.end(ts) }
+	rec, err := bson.Marshal(bson.D{{Key: "o", Value: op}, {Key: "db", Value: db}, {Key: "c", Value: coll},
+		{Key: "w", Value: bson.DateTime(e.clock.Now().UnixMilli())}})
+	if err == nil {
+		err = b.Set(changeKey(ts, 0), rec)
+	}
+	if err != nil {
+		done()
+		return nil, err
+	}
+	return done, nil
+}
+
 // trimChanges removes the history older than the retention bound.
 func (e *Engine) trimChanges() {
 	if e.hist == nil {

@@ -36,6 +36,9 @@ type changeStream struct {
 	rest       *agg.Pipeline
 	restStages bson.A
 	pbrt       bson.D // the postBatchResumeToken of the last batch
+	// invalidated: the stream reported its collection's (or database's)
+	// drop and an invalidate event; its cursor is closed.
+	invalidated bool
 }
 
 // changeStream cursors have no document source of their own.
@@ -74,8 +77,26 @@ func tokenOf(key []byte) bson.D {
 	return bson.D{{Key: "_data", Value: strings.ToUpper(hex.EncodeToString(key[1:]))}}
 }
 
-// parseToken reads a resume token back into its history key.
-func parseToken(field string, v any) ([]byte, error) {
+// invalidateTokenOf is the resume token of the invalidate event that
+// follows the drop recorded at key: usable with startAfter only.
+func invalidateTokenOf(key []byte) bson.D {
+	return bson.D{{Key: "_data", Value: strings.ToUpper(hex.EncodeToString(key[1:])) + "01"}}
+}
+
+// parseToken reads a resume token back into its history key, and whether
+// it is an invalidate event's.
+func parseToken(field string, v any) ([]byte, bool, error) {
+	k, err := parseTokenKey(field, v)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(k) == 14 {
+		return k[:13], true, nil
+	}
+	return k, false, nil
+}
+
+func parseTokenKey(field string, v any) ([]byte, error) {
 	d, ok := v.(bson.D)
 	if !ok {
 		return nil, mongoerr.New(mongoerr.TypeMismatch, "BSON field '$changeStream.%s' is the wrong type '%s', expected type 'object'", field, bsonx.TypeName(v))
@@ -86,7 +107,7 @@ func parseToken(field string, v any) ([]byte, error) {
 		return nil, mongoerr.New(mongoerr.FailedToParse, "Bad resume token: _data of missing or of wrong type. Expected string, got %s", expr_ExtJSON(d))
 	}
 	b, err := hex.DecodeString(s)
-	if err != nil || len(b) != 12 {
+	if err != nil || !(len(b) == 12 || len(b) == 13 && b[12] == 1) {
 		return nil, mongoerr.New(mongoerr.FailedToParse, "Bad resume token: %s is not a resume token of this server", expr_ExtJSON(d))
 	}
 	return append([]byte{docstore.PfxChange}, b...), nil
@@ -155,9 +176,12 @@ func (e *Engine) openChangeStream(r *Request, coll string, spec bson.D, pipeline
 			if start != nil {
 				return nil, mongoerr.New(40674, "Only one type of resume option is allowed, but multiple were found.")
 			}
-			k, err := parseToken(f.Key, f.Value)
+			k, inval, err := parseToken(f.Key, f.Value)
 			if err != nil {
 				return nil, err
+			}
+			if inval && f.Key == "resumeAfter" {
+				return nil, mongoerr.New(mongoerr.InvalidResumeToken, "Attempting to resume a change stream using 'resumeAfter' is not allowed from an invalidate notification.")
 			}
 			ts, _ := changeKeyTS(k)
 			if tsAfter(e.hist.trimPoint(), ts) {
@@ -223,6 +247,9 @@ func (e *Engine) openChangeStream(r *Request, coll string, spec bson.D, pipeline
 	} else {
 		cs.pbrt = tokenOf(cs.from)
 	}
+	if cs.invalidated {
+		return streamReply("firstBatch", batch, cs.pbrt, 0, ns), nil
+	}
 	cur := &cursor{ns: ns, src: cs, remaining: -1}
 	id := e.cursors.add(cur)
 	return streamReply("firstBatch", batch, cs.pbrt, id, ns), nil
@@ -265,6 +292,10 @@ func (e *Engine) streamGetMore(r *Request, cur *cursor, cs *changeStream, id int
 			e.cursors.checkin(cur, true) // a failed stream is closed, as mongod's
 			return nil, err
 		}
+		if cs.invalidated {
+			e.cursors.checkin(cur, true)
+			return streamReply("nextBatch", batch, cs.pbrt, 0, ns), nil
+		}
 		wait := time.Until(deadline)
 		if len(batch) > 0 || wait <= 0 {
 			e.cursors.checkin(cur, false)
@@ -304,7 +335,9 @@ func (e *Engine) streamBatch(r *Request, cs *changeStream, n int64) (bson.A, err
 		return nil, err
 	}
 	var events []bson.D
-	var last []byte
+	var last, inval []byte
+	var invalTS bson.Timestamp
+	var invalWall bson.DateTime
 	size, scanned := 0, int64(0)
 	full := false
 	for ok := it.First(); ok; ok = it.Next() {
@@ -357,8 +390,15 @@ func (e *Engine) streamBatch(r *Request, cs *changeStream, n int64) (bson.A, err
 				ev = append(ev, bson.E{Key: "fullDocument", Value: doc})
 			}
 		}
-		ev = append(ev, bson.E{Key: "ns", Value: bson.D{{Key: "db", Value: rec.DB}, {Key: "coll", Value: rec.C}}},
-			bson.E{Key: "documentKey", Value: bson.D{{Key: "_id", Value: rec.K}}})
+		switch rec.O {
+		case "drop":
+			ev = append(ev, bson.E{Key: "ns", Value: bson.D{{Key: "db", Value: rec.DB}, {Key: "coll", Value: rec.C}}})
+		case "dropDatabase":
+			ev = append(ev, bson.E{Key: "ns", Value: bson.D{{Key: "db", Value: rec.DB}}})
+		default:
+			ev = append(ev, bson.E{Key: "ns", Value: bson.D{{Key: "db", Value: rec.DB}, {Key: "coll", Value: rec.C}}},
+				bson.E{Key: "documentKey", Value: bson.D{{Key: "_id", Value: rec.K}}})
+		}
 		if rec.U != nil {
 			ev = append(ev, bson.E{Key: "updateDescription", Value: rec.U})
 		}
@@ -377,9 +417,18 @@ func (e *Engine) streamBatch(r *Request, cs *changeStream, n int64) (bson.A, err
 			return nil, err
 		}
 		events = append(events, d)
+		if cs.db != "" && (cs.coll != "" && rec.O == "drop" || cs.coll == "" && rec.O == "dropDatabase") {
+			// The stream's collection (database) is gone: invalidate.
+			inval, invalTS, invalWall = key, ts, rec.W
+			break
+		}
 	}
 	it.Close()
-	if full {
+	if inval != nil {
+		cs.invalidated = true
+		cs.from = keyAfter(inval)
+		cs.pbrt = invalidateTokenOf(inval)
+	} else if full {
 		cs.from = keyAfter(last)
 		cs.pbrt = tokenOf(last)
 	} else {
@@ -390,6 +439,23 @@ func (e *Engine) streamBatch(r *Request, cs *changeStream, n int64) (bson.A, err
 	if len(events) == 0 {
 		return batch, nil
 	}
+	if err := e.runStreamStages(r, cs, events, &batch); err != nil {
+		return nil, err
+	}
+	if inval != nil {
+		raw, err := bson.Marshal(bson.D{{Key: "_id", Value: invalidateTokenOf(inval)}, {Key: "operationType", Value: "invalidate"},
+			{Key: "clusterTime", Value: invalTS}, {Key: "wallTime", Value: invalWall}})
+		if err != nil {
+			return nil, err
+		}
+		batch = append(batch, bson.Raw(raw))
+	}
+	return batch, nil
+}
+
+// runStreamStages runs the stream's stages over events, appending the
+// results to batch.
+func (e *Engine) runStreamStages(r *Request, cs *changeStream, events []bson.D, batch *bson.A) error {
 	env := &aggEnv{e: e, r: r, rt: e.newExprRuntime(r)}
 	ctx := r.Ctx
 	if ctx == nil {
@@ -397,28 +463,28 @@ func (e *Engine) streamBatch(r *Request, cs *changeStream, n int64) (bson.A, err
 	}
 	out, err := cs.rest.Run(ctx, env, agg.Slice(events))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer out.Close()
 	for {
 		d, ok, err := out.Next(ctx)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !ok {
 			break
 		}
 		id, _ := bsonx.Get(d, "_id")
 		if idd, isDoc := id.(bson.D); !isDoc || len(idd) != 1 || idd[0].Key != "_data" {
-			return nil, mongoerr.New(mongoerr.ChangeStreamFatalError, "Encountered an event whose _id field, which contains the resume token, was modified by the pipeline. Modifying the _id field of an event makes it impossible to resume the stream from that point. Only transformations that retain the unmodified _id field are allowed.")
+			return mongoerr.New(mongoerr.ChangeStreamFatalError, "Encountered an event whose _id field, which contains the resume token, was modified by the pipeline. Modifying the _id field of an event makes it impossible to resume the stream from that point. Only transformations that retain the unmodified _id field are allowed.")
 		}
 		raw, err := bson.Marshal(d)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		batch = append(batch, bson.Raw(raw))
+		*batch = append(*batch, bson.Raw(raw))
 	}
-	return batch, nil
+	return nil
 }
 
 // wants reports whether an event of db.coll belongs to the stream.

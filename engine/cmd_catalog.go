@@ -135,6 +135,21 @@ func cmdDropDatabase(e *Engine, r *Request) (bson.D, error) {
 			return nil, err
 		}
 	}
+	if e.hist != nil {
+		// After its collections' drop events, the database's own.
+		b := e.kv.NewBatch()
+		changed, err := e.stageDDLChange(b, "dropDatabase", r.DB, "")
+		if err == nil {
+			err = b.Commit(true)
+		}
+		if changed != nil {
+			changed()
+		}
+		_ = b.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
 	return bson.D{{Key: "dropped", Value: r.DB}}, nil
 }
 
