@@ -188,6 +188,7 @@ func (e *Engine) openChangeStream(r *Request, coll string, spec bson.D, pipeline
 				return nil, historyLost()
 			}
 			start = keyAfter(k)
+			cs.pbrt = f.Value.(bson.D)
 		case "startAtOperationTime":
 			if start != nil {
 				return nil, mongoerr.New(40674, "Only one type of resume option is allowed, but multiple were found.")
@@ -200,6 +201,7 @@ func (e *Engine) openChangeStream(r *Request, coll string, spec bson.D, pipeline
 				return nil, historyLost()
 			}
 			start = changeKey(ts, 0)
+			cs.pbrt = tokenOf(changeKey(tsBefore(ts), math.MaxUint32))
 		}
 	}
 	if cs.db != "" {
@@ -233,6 +235,7 @@ func (e *Engine) openChangeStream(r *Request, coll string, spec bson.D, pipeline
 	if start == nil {
 		v, _ := e.hist.visible(e.opTime)
 		start = changeKey(v, math.MaxUint32)
+		cs.pbrt = tokenOf(start)
 	}
 	cs.from = start
 	ns := r.DB + "." + coll
@@ -244,8 +247,6 @@ func (e *Engine) openChangeStream(r *Request, coll string, spec bson.D, pipeline
 		if batch, err = e.streamBatch(r, cs, batchSize); err != nil {
 			return nil, err
 		}
-	} else {
-		cs.pbrt = tokenOf(cs.from)
 	}
 	if cs.invalidated {
 		return streamReply("firstBatch", batch, cs.pbrt, 0, ns), nil
@@ -324,8 +325,7 @@ func (e *Engine) streamBatch(r *Request, cs *changeStream, n int64) (bson.A, err
 	v, _ := e.hist.visible(e.opTime)
 	hi := changeKey(v, math.MaxUint32)
 	if bytes.Compare(cs.from, hi) >= 0 {
-		cs.pbrt = tokenOf(cs.from)
-		return bson.A{}, nil
+		return bson.A{}, nil // nothing new: the last token stands
 	}
 	if n <= 0 {
 		n = math.MaxInt64
