@@ -489,3 +489,36 @@ func TestIssue14StreamDropInvalidate(t *testing.T) {
 	eq(t, "cluster stream", fmt.Sprint(cops), "[insert drop insert insert drop drop dropDatabase]")
 	noEvent(t, all, "cluster stream after dropDatabase")
 }
+
+// Renaming a collection: its stream reports rename (with to) and
+// invalidates; the database's stream reports it and goes on under the new
+// name.
+func TestIssue14StreamRename(t *testing.T) {
+	e := newReplEnv(t)
+	c := e.coll("src")
+	cs, err := c.Watch(e.ctx, mongo.Pipeline{})
+	noErr(t, err, "watch the collection")
+	defer cs.Close(e.ctx)
+	dbs, err := e.db.Watch(e.ctx, mongo.Pipeline{})
+	noErr(t, err, "watch the database")
+	defer dbs.Close(e.ctx)
+	_, err = c.InsertOne(e.ctx, bson.D{{Key: "_id", Value: 1}})
+	noErr(t, err, "insert")
+	e.admin(bson.D{{Key: "renameCollection", Value: e.db.Name() + ".src"}, {Key: "to", Value: e.db.Name() + ".dst"}})
+	_, err = e.coll("dst").InsertOne(e.ctx, bson.D{{Key: "_id", Value: 2}})
+	noErr(t, err, "insert into the renamed collection")
+
+	eq(t, "collection stream", evStr(t, nextEvent(t, cs), "operationType"), "insert")
+	ren := nextEvent(t, cs)
+	eq(t, "collection stream", evStr(t, ren, "operationType"), "rename")
+	eq(t, "rename ns", evStr(t, ren, "ns", "coll"), "src")
+	eq(t, "rename to.db", evStr(t, ren, "to", "db"), e.db.Name())
+	eq(t, "rename to.coll", evStr(t, ren, "to", "coll"), "dst")
+	eq(t, "collection stream", evStr(t, nextEvent(t, cs), "operationType"), "invalidate")
+
+	eq(t, "database stream", evStr(t, nextEvent(t, dbs), "operationType"), "insert")
+	eq(t, "database stream", evStr(t, nextEvent(t, dbs), "operationType"), "rename")
+	ev := nextEvent(t, dbs)
+	eq(t, "database stream after the rename", evStr(t, ev, "ns", "coll"), "dst")
+	eq(t, "database stream after the rename", evInt(t, ev, "documentKey", "_id"), int64(2))
+}

@@ -201,17 +201,22 @@ func (e *Engine) stageChanges(tx storage.Txn, lsid *bson.Binary, txnNumber int64
 	return done, nil
 }
 
-// stageDDLChange records a drop ("drop" of db.coll) or a database's drop
-// ("dropDatabase" of db) in the batch that applies it; the returned
+// stageDDLChange records a drop ("drop" of db.coll), a database's drop
+// ("dropDatabase" of db) or a rename ("rename" of db.coll, with the
+// target's db and coll in to) in the batch that applies it; the returned
 // function must run after the commit attempt. Standalone: nothing.
-func (e *Engine) stageDDLChange(b interface{ Set(k, v []byte) error }, op, db, coll string) (func(), error) {
+func (e *Engine) stageDDLChange(b interface{ Set(k, v []byte) error }, op, db, coll string, to ...string) (func(), error) {
 	if e.hist == nil {
 		return nil, nil
 	}
 	ts := e.hist.begin(e.opTime)
 	done := func() { e.hist.end(ts) }
-	rec, err := bson.Marshal(bson.D{{Key: "o", Value: op}, {Key: "db", Value: db}, {Key: "c", Value: coll},
-		{Key: "w", Value: bson.DateTime(e.clock.Now().UnixMilli())}})
+	d := bson.D{{Key: "o", Value: op}, {Key: "db", Value: db}, {Key: "c", Value: coll},
+		{Key: "w", Value: bson.DateTime(e.clock.Now().UnixMilli())}}
+	if len(to) == 2 {
+		d = append(d, bson.E{Key: "t", Value: bson.D{{Key: "db", Value: to[0]}, {Key: "coll", Value: to[1]}}})
+	}
+	rec, err := bson.Marshal(d)
 	if err == nil {
 		err = b.Set(changeKey(ts, 0), rec)
 	}

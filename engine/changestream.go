@@ -358,6 +358,7 @@ func (e *Engine) streamBatch(r *Request, cs *changeStream, n int64) (bson.A, err
 			U  bson.Raw      `bson:"u,omitempty"`
 			L  *bson.Binary  `bson:"l,omitempty"`
 			N  int64         `bson:"n,omitempty"`
+			T  bson.Raw      `bson:"t,omitempty"`
 		}
 		if err := bson.Unmarshal(val, &rec); err != nil {
 			it.Close()
@@ -393,6 +394,9 @@ func (e *Engine) streamBatch(r *Request, cs *changeStream, n int64) (bson.A, err
 		switch rec.O {
 		case "drop":
 			ev = append(ev, bson.E{Key: "ns", Value: bson.D{{Key: "db", Value: rec.DB}, {Key: "coll", Value: rec.C}}})
+		case "rename":
+			ev = append(ev, bson.E{Key: "ns", Value: bson.D{{Key: "db", Value: rec.DB}, {Key: "coll", Value: rec.C}}},
+				bson.E{Key: "to", Value: rec.T})
 		case "dropDatabase":
 			ev = append(ev, bson.E{Key: "ns", Value: bson.D{{Key: "db", Value: rec.DB}}})
 		default:
@@ -417,7 +421,7 @@ func (e *Engine) streamBatch(r *Request, cs *changeStream, n int64) (bson.A, err
 			return nil, err
 		}
 		events = append(events, d)
-		if cs.db != "" && (cs.coll != "" && rec.O == "drop" || cs.coll == "" && rec.O == "dropDatabase") {
+		if cs.db != "" && (cs.coll != "" && (rec.O == "drop" || rec.O == "rename") || cs.coll == "" && rec.O == "dropDatabase") {
 			// The stream's collection (database) is gone: invalidate.
 			inval, invalTS, invalWall = key, ts, rec.W
 			break

@@ -350,7 +350,16 @@ func cmdRenameCollection(e *Engine, r *Request) (bson.D, error) {
 	if err := e.saveMeta(b, m); err != nil {
 		return nil, err
 	}
-	if err := b.Commit(true); err != nil {
+	// Recorded in the change history with it (changes.go).
+	changed, err := e.stageDDLChange(b, "rename", fdb, fcoll, tdb, tcoll)
+	if err != nil {
+		return nil, err
+	}
+	err = b.Commit(true)
+	if changed != nil {
+		changed()
+	}
+	if err != nil {
 		return nil, err
 	}
 	if err := src.publish(m); err != nil {
