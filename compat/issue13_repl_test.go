@@ -299,12 +299,3 @@ func TestIssue13ReplWriteConcern(t *testing.T) {
 	_, err := e.coll("wc").InsertOne(e.ctx, bson.D{{Key: "_id", Value: 4}}, options.InsertOne())
 	noErr(t, err, "default write concern")
 }
-
-// TestIssue13ReplChangeStreamNotYet: watch() on the replica set fails
-// loudly as not implemented (not with the standalone's "only supported on
-// replica sets").
-func TestIssue13ReplChangeStreamNotYet(t *testing.T) {
-	e := newReplEnv(t)
-	_, err := e.coll("cs").Watch(e.ctx, mongo.Pipeline{})
-	wantCode(t, err, 238, "NotImplemented")
-}

@@ -398,7 +398,15 @@ func needAggregate(e *Engine, r *Request) ([]privilege, error) {
 			// user only their own: it fails closed.
 			out = append(out, priv(clusterRes(), "listSessions"))
 		case "$changeStream":
-			out = append(out, priv(nsRes(r.DB, r.Target()), "changeStream", "find"))
+			res := nsRes(r.DB, r.Target())
+			if spec, ok := d[0].Value.(bson.D); ok {
+				if all, _ := bsonx.Get(spec, "allChangesForCluster"); all == true {
+					// A whole-deployment stream reads every database
+					// (mongod: anyNormalResource).
+					res = anyNormalRes()
+				}
+			}
+			out = append(out, priv(res, "changeStream", "find"))
 		case "$out", "$merge":
 			db, coll := r.DB, ""
 			switch t := d[0].Value.(type) {

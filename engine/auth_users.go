@@ -289,7 +289,7 @@ func (e *Engine) replaceUserDoc(r *Request, id string, d bson.D) (bool, error) {
 
 func (e *Engine) replaceAuthDoc(coll string, r *Request, id string, d bson.D) (bool, error) {
 	return e.changeAuthDoc(coll, r, id, func(c *Collection, tx storage.Txn, s *collState, rec *docstore.Record) (func(), error) {
-		return c.stageDoc(tx, s, rec, d, e.nowTS())
+		return c.stageDoc(tx, s, rec, d, e.nowTS(), "-")
 	})
 }
 

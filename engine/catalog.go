@@ -474,7 +474,16 @@ func (e *Engine) deleteCollectionData(m *collMeta, withCatalog bool) error {
 			return err
 		}
 	}
-	if err := b.Commit(true); err != nil {
+	// The drop is recorded in the change history with it (changes.go).
+	changed, err := e.stageDDLChange(b, "drop", m.DB, m.Name)
+	if err != nil {
+		return err
+	}
+	err = b.Commit(true)
+	if changed != nil {
+		changed()
+	}
+	if err != nil {
 		return err
 	}
 	e.compactSoon(docstore.CollPrefix(docstore.PfxDoc, m.ID), docstore.PrefixEnd(docstore.CollPrefix(docstore.PfxExpiry, m.ID)))

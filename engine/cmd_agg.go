@@ -67,6 +67,9 @@ func cmdAggregate(e *Engine, r *Request) (bson.D, error) {
 			batchSize = n
 		}
 	}
+	if spec, ok := isChangeStream(pipeline); ok && spec != nil && e.repl != nil && !explain {
+		return e.openChangeStream(r, coll, spec, pipeline, batchSize) // changestream.go
+	}
 	let, err := docArg(r, "let")
 	if err != nil {
 		return nil, err

@@ -135,6 +135,21 @@ func cmdDropDatabase(e *Engine, r *Request) (bson.D, error) {
 			return nil, err
 		}
 	}
+	if e.hist != nil {
+		// After its collections' drop events, the database's own.
+		b := e.kv.NewBatch()
+		changed, err := e.stageDDLChange(b, "dropDatabase", r.DB, "")
+		if err == nil {
+			err = b.Commit(true)
+		}
+		if changed != nil {
+			changed()
+		}
+		_ = b.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
 	return bson.D{{Key: "dropped", Value: r.DB}}, nil
 }
 
@@ -335,7 +350,16 @@ func cmdRenameCollection(e *Engine, r *Request) (bson.D, error) {
 	if err := e.saveMeta(b, m); err != nil {
 		return nil, err
 	}
-	if err := b.Commit(true); err != nil {
+	// Recorded in the change history with it (changes.go).
+	changed, err := e.stageDDLChange(b, "rename", fdb, fcoll, tdb, tcoll)
+	if err != nil {
+		return nil, err
+	}
+	err = b.Commit(true)
+	if changed != nil {
+		changed()
+	}
+	if err != nil {
 		return nil, err
 	}
 	if err := src.publish(m); err != nil {

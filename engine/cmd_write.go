@@ -335,7 +335,14 @@ func (e *Engine) updateAttempt(r *Request, c *Collection, q *querySpec, upd *upd
 				return nil, err
 			}
 			ts := e.nowTS()
-			account, err := c.stageDoc(tx, s, rec, nd, ts)
+			op := "update"
+			switch {
+			case !modified:
+				op = "-"
+			case upd.IsReplacement():
+				op = "replace"
+			}
+			account, err := c.stageDoc(tx, s, rec, nd, ts, op)
 			if err != nil {
 				return nil, err
 			}
@@ -425,7 +432,7 @@ func (e *Engine) upsertInsert(r *Request, c *Collection, tx storage.Txn, filter 
 		return err
 	}
 	ts := e.nowTS()
-	account, err := c.stageDoc(tx, s, old, nd, ts)
+	account, err := c.stageDoc(tx, s, old, nd, ts, "")
 	if err != nil {
 		return err
 	}

@@ -103,6 +103,9 @@ func (t *cursorTable) killNamespace(ns string) {
 	t.mu.Lock()
 	var dead []*cursor
 	for id, c := range t.cursors {
+		if _, stream := c.src.(*changeStream); stream {
+			continue // a change stream reports the drop and invalidates itself
+		}
 		if c.ns == ns {
 			delete(t.cursors, id)
 			dead = append(dead, c)

@@ -145,6 +145,7 @@ type Engine struct {
 
 	opTime   *OpClock         // times writes: operationTime, $clusterTime (optime.go)
 	repl     *replState       // nil on a standalone (repl.go)
+	hist     *changeHistory   // the change history; nil on a standalone (changes.go)
 	sessions *SessionRegistry // logical sessions and their retryable-write state (sessions.go)
 	retry    RetryStore       // executed statements of retryable writes (retry.go)
 
@@ -199,6 +200,8 @@ func Open(cfg Config) (*Engine, error) {
 	if cfg.Repl.SetName != "" {
 		// The set is initiated at startup; its election is the first optime.
 		e.repl = newReplState(cfg.Repl, e.opTime.Next())
+		e.hist = newChangeHistory(cfg.Repl.ChangeHistory)
+		e.loadChangeHistory()
 	}
 	e.logRotate = cfg.LogRotate
 	if cfg.CommandMetrics {
@@ -327,6 +330,7 @@ func (e *Engine) cursorLoop() {
 				e.log.Info("killed idle cursors", zap.Int("count", n))
 			}
 			e.sweepRetryRecords()
+			e.trimChanges()
 		}
 	}
 }

@@ -530,6 +530,9 @@ func cmdGetMore(e *Engine, r *Request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cs, ok := cur.src.(*changeStream); ok {
+		return e.streamGetMore(r, cur, cs, id, ns) // changestream.go
+	}
 	useContext(cur.src, r.Ctx)
 	batch, exhausted, err := fillBatch(r, cur, batchSize)
 	if err != nil {

@@ -27,6 +27,9 @@ type ReplConfig struct {
 	// hosts): the address clients connect to, or the drivers' discovery
 	// drops the server.
 	Me string
+	// ChangeHistory is how long the change history keeps a change
+	// (--change-history-hours); 0: 24 hours.
+	ChangeHistory time.Duration
 }
 
 // replTerm is the election term: the one election of a set that never

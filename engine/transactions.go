@@ -363,8 +363,21 @@ func (e *Engine) commitTxn(r *Request, s *sessionTxn) error {
 	if dt, ok := s.tx.(*docTxn); ok {
 		err = dt.restamp(e.nowTS())
 	}
+	var changed func()
+	if err == nil {
+		// The transaction's events share its commit and carry its lsid
+		// and txnNumber (changes.go).
+		var lsid *bson.Binary
+		if id, has, _ := lsidOf(r.Cmd); has {
+			lsid = &id
+		}
+		changed, err = e.stageChanges(s.tx, lsid, s.number)
+	}
 	if err == nil {
 		err = s.tx.Commit(ctx, r.SyncRequested())
+	}
+	if changed != nil {
+		changed()
 	}
 	if err != nil {
 		e.abortTxn(s, "commit failed: "+err.Error())

@@ -77,11 +77,15 @@ func (e *Engine) runTxn(r *Request, fn func(tx storage.Txn) (onCommit func(), er
 			r.retry.reset()
 		}
 		done, err := fn(tx)
-		var recorded func()
+		var recorded, changed func()
 		if err == nil && r != nil && r.retry != nil {
 			// A retryable write's statements are recorded in the
 			// transaction of their write (retry.go).
 			recorded, err = r.stageRetry(tx)
+		}
+		if err == nil {
+			// Its changes too, in the change history (changes.go).
+			changed, err = e.stageChanges(tx, nil, 0)
 		}
 		if err == nil {
 			if h := testHookBeforeCommit; h != nil {
@@ -90,6 +94,9 @@ func (e *Engine) runTxn(r *Request, fn func(tx storage.Txn) (onCommit func(), er
 			err = tx.Commit(ctx, sync)
 		}
 		_ = tx.Rollback()
+		if changed != nil {
+			changed()
+		}
 		if err == nil {
 			if recorded != nil {
 				recorded()
@@ -125,6 +132,9 @@ func (e *Engine) runTxn(r *Request, fn func(tx storage.Txn) (onCommit func(), er
 type docTxn struct {
 	*docstore.Txn
 	staged []stagedDoc
+	// events are the document changes the transaction records in the
+	// change history at its commit (replica-set mode; changes.go).
+	events []changeEvent
 }
 
 type stagedDoc struct {
@@ -208,7 +218,15 @@ func (e *Engine) commitWrite(ctx context.Context, r *Request, tx storage.Txn) er
 			return err
 		}
 	}
-	if err := tx.Commit(ctx, r.SyncRequested()); err != nil {
+	changed, err := e.stageChanges(tx, nil, 0)
+	if err != nil {
+		return err
+	}
+	err = tx.Commit(ctx, r.SyncRequested())
+	if changed != nil {
+		changed()
+	}
+	if err != nil {
 		return err
 	}
 	if recorded != nil {

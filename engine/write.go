@@ -106,10 +106,29 @@ func (e *Engine) nowTS() int64 { return e.nowMS() / 1000 }
 // stageDoc stages one document change (newDoc in place of old, read
 // through tx) with the _ts it gets, and returns what to account once the
 // transaction commits.
-func (c *Collection) stageDoc(tx storage.Txn, s *collState, old *docstore.Record, newDoc bson.D, ts int64) (func(), error) {
+//
+// op names the change for change streams: "update" or "replace" (of a
+// live document), "" to infer (insert, or replace of a live document),
+// "-" for none (an update that changed nothing, a system document).
+func (c *Collection) stageDoc(tx storage.Txn, s *collState, old *docstore.Record, newDoc bson.D, ts int64, op string) (func(), error) {
 	size, err := c.writeDoc(tx, s, old, newDoc, ts, nil)
 	if err != nil {
 		return nil, err
+	}
+	if c.e.repl != nil && op != "-" {
+		var oldDoc bson.D
+		if old != nil && docstore.Visible(s.ds.Policy, old, c.e.nowMS()) {
+			if oldDoc, err = old.Doc(); err != nil {
+				return nil, err
+			}
+		}
+		switch {
+		case oldDoc == nil:
+			op = "insert"
+		case op == "":
+			op = "replace"
+		}
+		c.noteChange(tx, op, oldDoc, newDoc)
 	}
 	return func() {
 		if old == nil {
@@ -136,7 +155,7 @@ func (c *Collection) replaceByID(r *Request, idKey []byte, newDoc bson.D) error 
 		if err != nil {
 			return nil, err
 		}
-		return c.stageDoc(tx, s, old, nd, c.e.nowTS())
+		return c.stageDoc(tx, s, old, nd, c.e.nowTS(), "")
 	})
 }
 
@@ -154,7 +173,7 @@ func (c *Collection) insertOne(r *Request, d bson.D) error {
 			return nil, err
 		}
 		r.retryNoteInsert(0)
-		return c.stageDoc(tx, s, old, d, c.e.nowTS())
+		return c.stageDoc(tx, s, old, d, c.e.nowTS(), "")
 	})
 }
 
@@ -316,6 +335,13 @@ func (c *Collection) stageDelete(tx storage.Txn, s *collState, rec *docstore.Rec
 	if err := docstore.DeleteDoc(tx, &s.ds, rec); err != nil {
 		return nil, err
 	}
+	if c.e.repl != nil {
+		doc, err := rec.Doc()
+		if err != nil {
+			return nil, err
+		}
+		c.noteChange(tx, "delete", doc, nil)
+	}
 	return func() {
 		c.nDocs.Add(-1)
 		c.size.Add(-int64(len(rec.Raw)))
@@ -448,6 +474,7 @@ func (c *Collection) insertStaged(tx storage.Txn, s *collState, d bson.D, raws [
 	if err != nil {
 		return err
 	}
+	c.noteChange(tx, "insert", nil, nd)
 	replaced := 0
 	if old != nil {
 		replaced = len(old.Raw)

@@ -122,6 +122,9 @@ type Config struct {
 	// when the bind address is one concrete address, else the machine's
 	// hostname and the port.
 	AdvertiseHost string
+	// ChangeHistory is how long the change history keeps a change
+	// (--change-history-hours); 0: 24 hours.
+	ChangeHistory time.Duration
 }
 
 // Bounds of JournalCommitInterval, as mongod's --journalCommitInterval.
@@ -276,7 +279,7 @@ func Start(cfg Config) (*Server, error) {
 		LogRotate:      cfg.LogRotate,
 		Auth:           cfg.Auth,
 		AuthMechanisms: cfg.AuthMechanisms,
-		Repl:           engine.ReplConfig{SetName: cfg.ReplSetName, Me: advertiseHost(cfg, tcp.Port)},
+		Repl:           engine.ReplConfig{SetName: cfg.ReplSetName, Me: advertiseHost(cfg, tcp.Port), ChangeHistory: cfg.ChangeHistory},
 	})
 	if err != nil {
 		ln.Close()

@@ -109,6 +109,7 @@ var configKeys = []configKey{
 	{key: "security.authorization", kind: kindString, flags: []string{"auth"}, conv: authorization,
 		absent: "security.authorization: enabled is not supported yet: this mayfly has no authentication (--auth)"},
 	{key: "replication.replSetName", kind: kindString, flags: []string{"replSet"}},
+	{key: "replication.changeHistoryHours", kind: kindFloat, flags: []string{"change-history-hours"}},
 	{key: "operationProfiling.mode", kind: kindString, set: profileMode},
 	{key: "operationProfiling.slowOpThresholdMs", kind: kindInt, set: func(c *configFile, v string) error {
 		n, err := strconv.ParseInt(v, 10, 32)

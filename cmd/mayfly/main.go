@@ -63,6 +63,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		metrics    = fs.String("metrics-listen", "", "address (host:port) to serve Prometheus /metrics, /healthz and /readyz on (empty = off)")
 		auth       = fs.Bool("auth", false, "require authentication: every command but the handshake needs a user with the privileges it requires")
 		authMechs  = fs.String("authenticationMechanisms", "SCRAM-SHA-1,SCRAM-SHA-256", "comma-separated SASL mechanisms clients may authenticate with")
+		histHours  = fs.Float64("change-history-hours", 24, "replica-set mode: hours the change history (change streams' resume window) keeps a change")
 		replSet    = fs.String("replSet", "", "run as the primary of a one-member replica set with this name (sessions, retryable writes, cluster time); empty: a standalone")
 		advertise  = fs.String("advertise-host", "", "host:port this server calls itself in a replica set (hello's me, primary and hosts; the address clients connect to); default: the bind address when it is one concrete address, else this machine's hostname, with the port")
 	)
@@ -231,6 +232,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if isFlagSet(fs, "replSet") {
 		parsed["replication.replSet"] = *replSet
 	}
+	if *histHours <= 0 || *histHours > 24*365*10 {
+		fmt.Fprintln(stderr, "mayfly: --change-history-hours must be positive (at most ten years)")
+		return exitBadOptions
+	}
 	if *advertise != "" && *replSet == "" {
 		fmt.Fprintln(stderr, "mayfly: --advertise-host needs --replSet")
 		return exitBadOptions
@@ -260,6 +265,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		InitRootUser:          rootUser,
 		InitRootPassword:      rootPwd,
 		ReplSetName:           *replSet,
+		ChangeHistory:         time.Duration(*histHours * float64(time.Hour)),
 		AdvertiseHost:         *advertise,
 
 		NetworkMessageCompressors: *netComp,

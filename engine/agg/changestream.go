@@ -7,8 +7,10 @@ import (
 	"github.com/mayflydb/mayfly/internal/mongoerr"
 )
 
-// $changeStream: mayfly runs as a standalone server (no replica set, no
-// oplog), where mongod refuses change streams when it parses the stage
+// $changeStream: in replica-set mode the engine opens a change stream
+// whose pipeline starts with it (engine/changestream.go); this parser sees
+// it only elsewhere in a pipeline (40602). A standalone refuses change
+// streams as mongod does when it parses the stage
 // (DocumentSourceChangeStream::createFromBson): the spec must be a
 // document (6188500, from its lite parse), its fields known (40415), and
 // then the deployment must be a replica set (40573) — wherever the stage
@@ -34,7 +36,8 @@ func init() {
 			}
 		}
 		if opts != nil && opts.ReplicaSet {
-			return nil, mongoerr.New(mongoerr.NotImplemented, "$changeStream is not supported by mayfly yet (its replica-set mode has no change streams)")
+			// The engine opens a stream whose pipeline starts with it.
+			return nil, mongoerr.New(40602, "$changeStream is only valid as the first stage in a pipeline")
 		}
 		return nil, mongoerr.New(40573, "The $changeStream stage is only supported on replica sets")
 	}

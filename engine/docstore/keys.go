@@ -16,6 +16,8 @@ import (
 //	0x12 <collID:8> <kind:1> <instant:8> <_id>    expiry index entry; value = document size (4 bytes)
 //	0x13 <collID:8> <what:1>                      guard key: never stored, only locked (Txn.LockKeys)
 //	0x14 <lsid:16> <txnNumber:8> <stmtId:4>       retryable-write record: BSON {t, n, m[, u][, r]} (engine/retry.go)
+//	0x15 <T:4> <I:4> <seq:4>                      change history (replica-set mode): the seq-th document change of the
+//	                                              commit at cluster time {T, I}; BSON {o, db, c, k, w[, f][, u][, l, n]}, drop/rename/dropDatabase {o, db, c, w[, t]} (engine/changes.go)
 //
 // <_id> and <key…> use keycodec, an order-preserving encoding of BSON values
 // in MongoDB's comparison order, so _id lookups and ranges and index scans
@@ -28,6 +30,7 @@ const (
 	PfxExpiry  = 0x12
 	PfxGuard   = 0x13
 	PfxRetry   = 0x14
+	PfxChange  = 0x15
 )
 
 // UpsertGuardKey is the key an upsert that inserts locks: two concurrent

@@ -71,6 +71,9 @@ const (
 	NotSecondary                           = 95
 	NewReplicaSetConfigurationIncompatible = 103
 	ClusterTimeFailsRateLimiter            = 209
+	InvalidResumeToken                     = 260
+	ChangeStreamFatalError                 = 280
+	ChangeStreamHistoryLost                = 286
 	TransactionTooOld                      = 225
 	NoSuchTransaction                      = 251
 	ExceededTimeLimit                      = 262
@@ -94,7 +97,7 @@ var names = map[int32]string{
 	323: "APIStrictError", 11000: "DuplicateKey", 11601: "Interrupted",
 	12: "UnsupportedFormat",
 	23: "AlreadyInitialized", 76: "NoReplicationEnabled", 93: "InvalidReplicaSetConfig", 95: "NotSecondary",
-	103: "NewReplicaSetConfigurationIncompatible", 209: "ClusterTimeFailsRateLimiter", 225: "TransactionTooOld",
+	103: "NewReplicaSetConfigurationIncompatible", 209: "ClusterTimeFailsRateLimiter", 260: "InvalidResumeToken", 280: "ChangeStreamFatalError", 286: "ChangeStreamHistoryLost", 225: "TransactionTooOld",
 	251: "NoSuchTransaction", 100: "UnsatisfiableWriteConcern", 262: "ExceededTimeLimit", 263: "OperationNotSupportedInTransaction",
 }
 
