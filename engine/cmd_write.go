@@ -198,7 +198,16 @@ type updateResult struct {
 	matched, modified int64
 	upsertedID        any
 	before, after     bson.D // for findAndModify
+	// dupRetries counts upserts that found their _id taken by a document
+	// committed after they matched nothing (upsertDupRetries).
+	dupRetries int
 }
+
+// upsertDupRetries bounds how often an upsert whose insert collides on _id
+// with a concurrent upsert's document matches again (and then updates it),
+// as mongod retries an upsert on DuplicateKey (SERVER-14322); a persistent
+// collision (a document with that _id that does not match) is E11000.
+const upsertDupRetries = 3
 
 func stmtFields(r *Request, st bson.D, known map[string]bool, cmd string) error {
 	for _, f := range st {
@@ -383,6 +392,12 @@ func (e *Engine) updateAttempt(r *Request, c *Collection, q *querySpec, upd *upd
 		return true, nil
 	}
 	err = e.upsertInsert(r, c, guard, q.filter, upd, res, wantDocs)
+	if mongoerr.Is(err, mongoerr.DuplicateKey) && r.txn == nil && res.dupRetries < upsertDupRetries {
+		// Read at the latest state, the _id may belong to a concurrent
+		// upsert that committed after this one matched nothing: match again.
+		res.dupRetries++
+		return false, nil
+	}
 	if storage.IsConflict(err) && r.txn != nil {
 		e.writeConflicts.Add(1)
 		return true, errWriteConflictInTxn()
