@@ -195,6 +195,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) Close() error {
 	s.beginClose()
 	s.forceClose()
+	// Wait for the connection goroutines to finish (their sockets are
+	// closed, so they end at once; the bound covers a handler that does
+	// not return).
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		s.log.Warn("connections still running after close")
+	}
 	return nil
 }
 
@@ -316,11 +324,13 @@ func (c *conn) serve() {
 		c.bw.Reset(nil)
 		writerPool.Put(c.bw)
 		c.releaseBudget()
-		s.removeConn(c)
 		if o, ok := s.handler.(ConnObserver); ok {
 			o.ConnClosed(&c.info)
 		}
-		log.Info("connection ended", zap.Int64("connectionCount", s.current.Load()))
+		log.Info("connection ended", zap.Int64("connectionCount", s.current.Load()-1))
+		// Last: Close returns once every connection got here, so nothing
+		// of a closed server logs or calls its handler afterwards.
+		s.removeConn(c)
 	}()
 
 	in, out := getBuf(), getBuf()
