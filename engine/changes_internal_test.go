@@ -86,19 +86,7 @@ func TestChangeHistoryVisibility(t *testing.T) {
 }
 
 // changeKeys counts the stored change history records.
-func changeKeys(t *testing.T, e *Engine) int {
-	t.Helper()
-	it, err := e.kv.NewIter([]byte{docstore.PfxChange}, []byte{docstore.PfxChange + 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer it.Close()
-	n := 0
-	for ok := it.First(); ok; ok = it.Next() {
-		n++
-	}
-	return n
-}
+func changeKeys(t *testing.T, e *Engine) int { return prefixKeys(t, e, docstore.PfxChange) }
 
 // TestChangeHistoryDurableAndTrimmed: the history is written with the
 // changes, survives a restart (a stream resumes from a token taken before

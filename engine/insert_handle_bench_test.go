@@ -10,20 +10,28 @@ import (
 	"github.com/mayflydb/mayfly/wire"
 )
 
-// BenchmarkInsertManyHandle is an insert of 1000 small documents (one
-// secondary index) through Handle: decode, dispatch, validation, the write
-// path and the reply, without the network.
-func BenchmarkInsertManyHandle(b *testing.B) {
+// openBenchEngine opens an engine over an in-memory store, closed when
+// the benchmark ends.
+func openBenchEngine(b *testing.B) *Engine {
+	b.Helper()
 	kv, err := pebblekv.Open("", pebblekv.Options{InMemory: true})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer kv.Close()
 	e, err := Open(Config{KV: kv, Reaper: ReaperConfig{Disabled: true}})
 	if err != nil {
+		kv.Close()
 		b.Fatal(err)
 	}
-	defer e.Close()
+	b.Cleanup(func() { e.Close(); kv.Close() })
+	return e
+}
+
+// BenchmarkInsertManyHandle is an insert of 1000 small documents (one
+// secondary index) through Handle: decode, dispatch, validation, the write
+// path and the reply, without the network.
+func BenchmarkInsertManyHandle(b *testing.B) {
+	e := openBenchEngine(b)
 	ctx := context.Background()
 	conn := &wire.ConnInfo{}
 	idx, _ := bson.Marshal(bson.D{{Key: "createIndexes", Value: "p"}, {Key: "indexes", Value: bson.A{bson.D{{Key: "key", Value: bson.D{{Key: "n", Value: 1}}}, {Key: "name", Value: "n_1"}}}}, {Key: "$db", Value: "bench"}})

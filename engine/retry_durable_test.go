@@ -30,9 +30,12 @@ func openReplOnDir(t *testing.T, dir string, clk ttl.Clock) (*Engine, func()) {
 }
 
 // retryRecordKeys counts the stored retryable-write records.
-func retryRecordKeys(t *testing.T, e *Engine) int {
+func retryRecordKeys(t *testing.T, e *Engine) int { return prefixKeys(t, e, docstore.PfxRetry) }
+
+// prefixKeys counts the stored keys whose first byte is prefix.
+func prefixKeys(t *testing.T, e *Engine, prefix byte) int {
 	t.Helper()
-	it, err := e.kv.NewIter([]byte{docstore.PfxRetry}, []byte{docstore.PfxRetry + 1})
+	it, err := e.kv.NewIter([]byte{prefix}, []byte{prefix + 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/mayflydb/mayfly/storage/pebblekv"
 	"github.com/mayflydb/mayfly/wire"
 )
 
@@ -15,16 +14,7 @@ import (
 // goroutines over 1000 documents (the parallel case contends for the
 // write path: locks, the storage transaction's commit).
 func BenchmarkUpdateOneHandle(b *testing.B) {
-	kv, err := pebblekv.Open("", pebblekv.Options{InMemory: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer kv.Close()
-	e, err := Open(Config{KV: kv, Reaper: ReaperConfig{Disabled: true}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer e.Close()
+	e := openBenchEngine(b)
 	ctx := context.Background()
 	conn := &wire.ConnInfo{}
 	docs := bson.A{}
