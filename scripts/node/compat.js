@@ -13,18 +13,7 @@ if (!uri) {
   process.exit(2);
 }
 
-let passed = 0;
-let failed = 0;
-async function step(name, fn) {
-  try {
-    await fn();
-    passed++;
-    console.log(`ok - ${name}`);
-  } catch (e) {
-    failed++;
-    console.log(`not ok - ${name}: ${e && e.stack ? e.stack.split('\n').slice(0, 4).join('\n  ') : e}`);
-  }
-}
+const { step, finish } = require('./check');
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 async function main() {
@@ -129,8 +118,7 @@ async function main() {
 
   await db.dropDatabase();
   await client.close();
-  console.log(`node driver: ${passed} steps passed, ${failed} failed`);
-  process.exit(failed === 0 ? 0 : 1);
+  finish('node driver: ', 'steps');
 }
 
 main().catch((e) => {

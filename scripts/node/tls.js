@@ -22,18 +22,7 @@ if (!tlsURI || !mtlsURI || !caFile || !clientPem || !roguePem) {
   process.exit(2);
 }
 
-let passed = 0;
-let failed = 0;
-async function step(name, fn) {
-  try {
-    await fn();
-    passed++;
-    console.log(`ok - ${name}`);
-  } catch (e) {
-    failed++;
-    console.log(`not ok - ${name}: ${e && e.stack ? e.stack.split('\n').slice(0, 4).join('\n  ') : e}`);
-  }
-}
+const { step, finish } = require('./check');
 
 // withParams appends URI options to a mongodb://host:port/ URI.
 function withParams(uri, params) {
@@ -96,8 +85,7 @@ async function main() {
     await refused(withParams(mtlsURI, { ...timeouts, tls: 'true', tlsCAFile: caFile, tlsCertificateKeyFile: roguePem }));
   });
 
-  console.log(`${passed} checks passed, ${failed} failed`);
-  process.exit(failed === 0 ? 0 : 1);
+  finish();
 }
 
 main().catch((e) => {

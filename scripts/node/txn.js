@@ -19,18 +19,7 @@ if (!uri) {
   process.exit(2);
 }
 
-let passed = 0;
-let failed = 0;
-async function step(name, fn) {
-  try {
-    await fn();
-    passed++;
-    console.log(`ok - ${name}`);
-  } catch (e) {
-    failed++;
-    console.log(`not ok - ${name}: ${e && e.stack ? e.stack.split('\n').slice(0, 4).join('\n  ') : e}`);
-  }
-}
+const { step, finish } = require('./check');
 
 async function main() {
   const client = new MongoClient(uri, { serverSelectionTimeoutMS: 10000, monitorCommands: true });
@@ -247,8 +236,7 @@ async function main() {
   });
 
   await client.close();
-  console.log(`${passed} checks passed, ${failed} failed`);
-  process.exit(failed === 0 ? 0 : 1);
+  finish();
 }
 
 main().catch((e) => {
